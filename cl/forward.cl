@@ -1,0 +1,178 @@
+// forward.cl: the fused FlashAttention forward pass (tiled QK^T, online softmax, PV) for one head block.
+//
+// Macros taken (host passes them with -D):
+//   HEAD_DIM   head dimension D (1..256)
+//   BLOCK_Q    query rows per work-group
+//   BLOCK_K    key/value rows per step of the inner loop
+//   THREADS_Q  work-items along query rows (BLOCK_Q % THREADS_Q == 0)
+//   THREADS_K  work-items along keys and the head dimension (BLOCK_K % THREADS_K == 0)
+//
+// Work-item (tq, tk) owns query rows tq + i*THREADS_Q and, of each row, the
+// scores of keys tk + j*THREADS_K and the outputs of dims tk + j*THREADS_K.
+// Per key block: load K, V; scores in registers; row maxima through a small
+// local reduction; P = exp(S - m) to local; O = alpha*O + P V in registers.
+// The score matrix never leaves local memory.
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef BLOCK_Q
+#define BLOCK_Q 32
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 32
+#endif
+#ifndef THREADS_Q
+#define THREADS_Q 8
+#endif
+#ifndef THREADS_K
+#define THREADS_K 8
+#endif
+
+#if HEAD_DIM < 1 || HEAD_DIM > 256
+#error "HEAD_DIM must be in 1..256"
+#endif
+#if BLOCK_Q % THREADS_Q != 0 || BLOCK_K % THREADS_K != 0
+#error "BLOCK_Q and BLOCK_K must be multiples of THREADS_Q and THREADS_K"
+#endif
+
+#define WG_SIZE (THREADS_Q * THREADS_K)
+#define ROWS_PER_ITEM (BLOCK_Q / THREADS_Q)
+#define KEYS_PER_ITEM (BLOCK_K / THREADS_K)
+#define DIM_PADDED (((HEAD_DIM + THREADS_K - 1) / THREADS_K) * THREADS_K)
+#define DIMS_PER_ITEM (DIM_PADDED / THREADS_K)
+#define Q_STRIDE FLASHCL_ODD_STRIDE(DIM_PADDED)
+#define K_STRIDE FLASHCL_ODD_STRIDE(DIM_PADDED)
+#define V_STRIDE DIM_PADDED
+#define P_STRIDE FLASHCL_ODD_STRIDE(BLOCK_K)
+#define R_STRIDE FLASHCL_ODD_STRIDE(THREADS_K)
+
+// Loads rows [row0, row0 + ROWS) of one head into local memory, zero-filling
+// rows past `rows` and dims past HEAD_DIM so padded lanes contribute nothing.
+#define LOAD_TILE(dst, dst_stride, src, base, stride_seq, row0, rows, ROWS)              \
+    for (int e = lid; e < (ROWS) * DIM_PADDED; e += WG_SIZE) {                         \
+        int r = e / DIM_PADDED, d = e - r * DIM_PADDED;                                \
+        int row = (row0) + r;                                                          \
+        float x = 0.0f;                                                                \
+        if (row < (rows) && d < HEAD_DIM) x = LOAD(src, (base) + (ulong)row * (stride_seq) + d); \
+        (dst)[r * (dst_stride) + d] = x;                                               \
+    }
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
+    __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    __local float q_tile[BLOCK_Q * Q_STRIDE];
+    __local float k_tile[BLOCK_K * K_STRIDE];
+    __local float v_tile[BLOCK_K * V_STRIDE];
+    __local float p_tile[BLOCK_Q * P_STRIDE];
+    __local float row_max_parts[BLOCK_Q * R_STRIDE];
+
+    const int lid = (int)get_local_id(0);
+    const int tk = lid % THREADS_K;
+    const int tq = lid / THREADS_K;
+    const int q0 = (int)get_group_id(0) * BLOCK_Q;
+    const int bh = (int)get_group_id(1);
+    const int b = bh / heads_q;
+    const int h = bh - b * heads_q;
+    const int hk = h / group_size;
+
+    const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    const ulong o_base = o_offset + (ulong)b * o_stride_b + (ulong)h * o_stride_h;
+
+    // Bottom-right causal alignment: row i sees keys j <= i + diagonal.
+    const int diagonal = seqlen_k - seqlen_q;
+    int key_end = seqlen_k;
+    if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k); // later blocks are fully masked
+
+    LOAD_TILE(q_tile, Q_STRIDE, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
+
+    float acc[ROWS_PER_ITEM][DIMS_PER_ITEM];
+    float row_max[ROWS_PER_ITEM], row_sum[ROWS_PER_ITEM];
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+        row_max[i] = -INFINITY;
+        row_sum[i] = 0.0f;
+        for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] = 0.0f;
+    }
+
+    for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
+        barrier(CLK_LOCAL_MEM_FENCE); // the previous block's readers are done with the tiles
+        LOAD_TILE(k_tile, K_STRIDE, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
+        LOAD_TILE(v_tile, V_STRIDE, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        float s[ROWS_PER_ITEM][KEYS_PER_ITEM];
+        for (int i = 0; i < ROWS_PER_ITEM; ++i)
+            for (int j = 0; j < KEYS_PER_ITEM; ++j) s[i][j] = 0.0f;
+        for (int d = 0; d < DIM_PADDED; ++d) {
+            float qd[ROWS_PER_ITEM], kd[KEYS_PER_ITEM];
+            for (int i = 0; i < ROWS_PER_ITEM; ++i) qd[i] = q_tile[(tq + i * THREADS_Q) * Q_STRIDE + d];
+            for (int j = 0; j < KEYS_PER_ITEM; ++j) kd[j] = k_tile[(tk + j * THREADS_K) * K_STRIDE + d];
+            for (int i = 0; i < ROWS_PER_ITEM; ++i)
+                for (int j = 0; j < KEYS_PER_ITEM; ++j) s[i][j] += qd[i] * kd[j];
+        }
+
+        // Scale, mask, and each work-item's partial row maximum.
+        for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+            const int row = q0 + tq + i * THREADS_Q;
+            float part = -INFINITY;
+            for (int j = 0; j < KEYS_PER_ITEM; ++j) {
+                const int col = k0 + tk + j * THREADS_K;
+                float x = s[i][j] * scale;
+                if (col >= seqlen_k || (causal && col > row + diagonal)) x = -INFINITY;
+                s[i][j] = x;
+                part = fmax(part, x);
+            }
+            row_max_parts[(tq + i * THREADS_Q) * R_STRIDE + tk] = part;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        // New running maximum; alpha rescales what was accumulated so far. A
+        // row with no visible key yet keeps m = -inf, and its "safe" maximum
+        // 0 makes both alpha and P exactly 0 instead of NaN.
+        float alpha[ROWS_PER_ITEM];
+        for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+            const int r = tq + i * THREADS_Q;
+            float m = row_max[i];
+            for (int t = 0; t < THREADS_K; ++t) m = fmax(m, row_max_parts[r * R_STRIDE + t]);
+            const float m_safe = (m == -INFINITY) ? 0.0f : m;
+            alpha[i] = exp(row_max[i] - m_safe);
+            row_max[i] = m;
+            for (int j = 0; j < KEYS_PER_ITEM; ++j) p_tile[r * P_STRIDE + tk + j * THREADS_K] = exp(s[i][j] - m_safe);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+            row_sum[i] *= alpha[i];
+            for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] *= alpha[i];
+        }
+        for (int c = 0; c < BLOCK_K; ++c) {
+            float pc[ROWS_PER_ITEM], vc[DIMS_PER_ITEM];
+            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+                pc[i] = p_tile[(tq + i * THREADS_Q) * P_STRIDE + c];
+                row_sum[i] += pc[i];
+            }
+            for (int j = 0; j < DIMS_PER_ITEM; ++j) vc[j] = v_tile[c * V_STRIDE + tk + j * THREADS_K];
+            for (int i = 0; i < ROWS_PER_ITEM; ++i)
+                for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] += pc[i] * vc[j];
+        }
+    }
+
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+        const int row = q0 + tq + i * THREADS_Q;
+        if (row >= seqlen_q) continue;
+        const float l = row_sum[i];
+        for (int j = 0; j < DIMS_PER_ITEM; ++j) {
+            const int d = tk + j * THREADS_K;
+            if (d < HEAD_DIM) STORE(o, o_base + (ulong)row * o_stride_s + d, l > 0.0f ? acc[i][j] / l : 0.0f);
+        }
+        if (write_lse && tk == 0)
+            lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h + (ulong)row * lse_stride_s] =
+                l > 0.0f ? row_max[i] + log(l) : -INFINITY;
+    }
+}

@@ -1,0 +1,140 @@
+/* context.c: creating and releasing contexts, on a chosen device or the caller's queue. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void flashcl_context_options_init(flashcl_context_options *options) {
+    if (options) memset(options, 0, sizeof *options);
+}
+
+flashcl_status flashcl_query_device_limits(cl_device_id device, flashcl_device_limits *limits) {
+    if (!device || !limits) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    cl_ulong local_mem = 0;
+    size_t max_wg = 0;
+    cl_uint units = 0;
+    cl_int err = clGetDeviceInfo(device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem, NULL);
+    if (err == CL_SUCCESS) err = clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
+    if (err == CL_SUCCESS) err = clGetDeviceInfo(device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
+    if (err != CL_SUCCESS) return FLASHCL_ERROR_OPENCL;
+    limits->local_mem_bytes = (size_t)local_mem;
+    limits->max_work_group_size = max_wg;
+    limits->compute_units = units;
+    /* The preferred multiple is a kernel property in OpenCL; the warp or
+     * wavefront width is what it reports on GPUs. Vendors' extensions tell it
+     * without building a kernel; otherwise assume 1 (CPUs) and let the
+     * program cache refine nothing: the planner treats it as a hint only. */
+    limits->preferred_work_group_multiple = 1;
+    cl_device_type type = 0;
+    clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (type & CL_DEVICE_TYPE_GPU) limits->preferred_work_group_multiple = 32;
+    return FLASHCL_SUCCESS;
+}
+
+/* Everything after the queue is known: limits, name, kernel directory. */
+static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context_options *options) {
+    flashcl_status status = flashcl_query_device_limits(ctx->device, &ctx->limits);
+    if (status != FLASHCL_SUCCESS) return flashcl_fail(NULL, status, "could not read the device's limits");
+    clGetDeviceInfo(ctx->device, CL_DEVICE_NAME, sizeof ctx->device_name - 1, ctx->device_name, NULL);
+    const char *dir = options ? options->kernel_dir : NULL;
+    if (!dir || !*dir) dir = getenv("FLASHCL_KERNEL_DIR");
+    if (dir && *dir) {
+        ctx->kernel_dir = malloc(strlen(dir) + 1);
+        if (!ctx->kernel_dir) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        strcpy(ctx->kernel_dir, dir);
+    }
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_context_create(flashcl_context **out, const flashcl_context_options *options) {
+    if (!out) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    flashcl_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    char error[FLASHCL_ERROR_CAPACITY] = "";
+    flashcl_status status =
+        flashcl_select_device(options ? options->device : NULL, &ctx->platform, &ctx->device, error, sizeof error);
+    if (status != FLASHCL_SUCCESS) {
+        flashcl_fail(NULL, status, "%s", error);
+        goto fail;
+    }
+    cl_int err;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
+    ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
+    if (err != CL_SUCCESS) {
+        status = flashcl_fail_cl(NULL, err, "clCreateContext");
+        goto fail;
+    }
+    cl_command_queue_properties qprops = (options && options->enable_profiling) ? CL_QUEUE_PROFILING_ENABLE : 0;
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    /* clCreateCommandQueue is the OpenCL 1.2 call that every ICD still accepts. */
+    ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, qprops, &err);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+    if (err != CL_SUCCESS) {
+        status = flashcl_fail_cl(NULL, err, "clCreateCommandQueue");
+        goto fail;
+    }
+    status = finish_context(ctx, options);
+    if (status != FLASHCL_SUCCESS) goto fail;
+    *out = ctx;
+    return FLASHCL_SUCCESS;
+fail:
+    flashcl_context_free(ctx);
+    return status;
+}
+
+flashcl_status flashcl_context_create_from_queue(flashcl_context **out, cl_command_queue queue,
+                                                 const flashcl_context_options *options) {
+    if (!out) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if (!queue) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "queue is NULL");
+    flashcl_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    flashcl_status status;
+    cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx->context, &ctx->context, NULL);
+    if (err == CL_SUCCESS) err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof ctx->device, &ctx->device, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetDeviceInfo(ctx->device, CL_DEVICE_PLATFORM, sizeof ctx->platform, &ctx->platform, NULL);
+    if (err != CL_SUCCESS) {
+        ctx->context = NULL; /* not retained yet */
+        status = flashcl_fail_cl(NULL, err, "querying the queue");
+        goto fail;
+    }
+    clRetainContext(ctx->context);
+    clRetainCommandQueue(queue);
+    ctx->queue = queue;
+    status = finish_context(ctx, options);
+    if (status != FLASHCL_SUCCESS) goto fail;
+    *out = ctx;
+    return FLASHCL_SUCCESS;
+fail:
+    flashcl_context_free(ctx);
+    return status;
+}
+
+void flashcl_context_free(flashcl_context *ctx) {
+    if (!ctx) return;
+    flashcl_program_cache_free(ctx);
+    if (ctx->queue) clReleaseCommandQueue(ctx->queue);
+    if (ctx->context) clReleaseContext(ctx->context);
+    free(ctx->kernel_dir);
+    free(ctx->build_log);
+    free(ctx);
+}
+
+cl_context flashcl_context_cl_context(const flashcl_context *ctx) { return ctx ? ctx->context : NULL; }
+cl_command_queue flashcl_context_queue(const flashcl_context *ctx) { return ctx ? ctx->queue : NULL; }
+cl_device_id flashcl_context_device(const flashcl_context *ctx) { return ctx ? ctx->device : NULL; }
+
+flashcl_status flashcl_context_limits(flashcl_context *ctx, flashcl_device_limits *limits) {
+    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    flashcl_clear_error(ctx);
+    if (!limits) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "limits is NULL");
+    *limits = ctx->limits;
+    return FLASHCL_SUCCESS;
+}

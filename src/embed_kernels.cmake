@@ -1,0 +1,18 @@
+# Run with cmake -P: writes a C file holding every cl/*.cl file as a string,
+# so the library needs no files at run time. Hex bytes avoid any quoting issue.
+file(GLOB kernel_files "${SRC_DIR}/*.cl")
+list(SORT kernel_files)
+set(body "/* Generated from the files of cl/ by src/embed_kernels.cmake; do not edit. */\n#include \"kernel_source.h\"\n\n")
+set(table "")
+set(index 0)
+foreach(path IN LISTS kernel_files)
+  get_filename_component(name "${path}" NAME)
+  file(READ "${path}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "static const char kernel_${index}[] = {${hex}0x00};\n")
+  string(APPEND table "    {\"${name}\", kernel_${index}},\n")
+  math(EXPR index "${index} + 1")
+endforeach()
+string(APPEND body "\nconst flashcl_embedded_kernel flashcl_embedded_kernels[] = {\n${table}    {0, 0}\n};\n")
+file(WRITE "${OUT}.tmp" "${body}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT}.tmp" "${OUT}")

@@ -1,0 +1,60 @@
+/* forward.c: validates a forward call, picks its plan and enqueues the fused kernel of cl/forward.cl. */
+#include <stdio.h>
+
+#include "kernel_args.h"
+#include "validate.h"
+
+int flashcl_format_kernel_options(char *out, size_t size, const flashcl_attention_desc *desc,
+                                  const flashcl_plan *plan) {
+    /* Never -cl-fast-relaxed-math: the online softmax relies on exact -inf handling. */
+    return snprintf(out, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DTHREADS_Q=%d -DTHREADS_K=%d",
+                    (int)desc->dtype, desc->head_dim, plan->block_q, plan->block_k, plan->threads_q,
+                    plan->threads_k);
+}
+
+flashcl_status flashcl_forward(flashcl_context *ctx, const flashcl_attention_desc *desc, const flashcl_tensor *q,
+                               const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
+                               const flashcl_tensor *lse, cl_uint num_events_in_wait_list,
+                               const cl_event *event_wait_list, cl_event *event) {
+    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    flashcl_clear_error(ctx);
+    flashcl_status status =
+        flashcl_validate_forward_args(ctx, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list);
+    if (status != FLASHCL_SUCCESS) return status;
+    if (ctx->impl == FLASHCL_IMPL_STANDARD)
+        return flashcl_standard_forward(ctx, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list, event);
+
+    flashcl_plan plan;
+    if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_FORWARD, desc, &plan))) return status;
+    char options[256];
+    flashcl_format_kernel_options(options, sizeof options, desc, &plan);
+    cl_kernel kernel;
+    if ((status = flashcl_get_kernel(ctx, "forward.cl", "flashcl_forward", options, &kernel))) return status;
+
+    /* Without an LSE output the kernel still needs a valid buffer argument;
+     * q is never written through it because write_lse is 0. */
+    flashcl_tensor lse_arg = lse ? *lse : (flashcl_tensor){q->buffer, 0, 0, 0, 0};
+    flashcl_kernel_args args = {kernel, 0, CL_SUCCESS};
+    flashcl_arg_tensor(&args, q);
+    flashcl_arg_tensor(&args, k);
+    flashcl_arg_tensor(&args, v);
+    flashcl_arg_tensor(&args, o);
+    flashcl_arg_tensor(&args, &lse_arg);
+    flashcl_arg_int(&args, lse != NULL);
+    flashcl_arg_int(&args, desc->heads_q);
+    flashcl_arg_int(&args, desc->heads_q / desc->heads_kv);
+    flashcl_arg_int(&args, desc->seqlen_q);
+    flashcl_arg_int(&args, desc->seqlen_k);
+    flashcl_arg_float(&args, flashcl_effective_scale(desc));
+    flashcl_arg_int(&args, desc->causal != 0);
+    if (args.error != CL_SUCCESS) return flashcl_fail_cl(ctx, args.error, "clSetKernelArg (forward)");
+
+    const size_t query_blocks = ((size_t)desc->seqlen_q + (size_t)plan.block_q - 1) / (size_t)plan.block_q;
+    const size_t global[2] = {query_blocks * plan.work_group_size, (size_t)desc->batch * (size_t)desc->heads_q};
+    const size_t local[2] = {plan.work_group_size, 1};
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernel, 2, NULL, global, local, num_events_in_wait_list,
+                                        event_wait_list, event);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (forward)");
+    flashcl_record_stats(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_FORWARD, desc, &plan, 0);
+    return FLASHCL_SUCCESS;
+}

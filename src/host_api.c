@@ -1,0 +1,51 @@
+/* host_api.c: the convenience forward call on host arrays (copies in, runs, copies out, blocks). */
+#include "internal.h"
+#include "validate.h"
+
+flashcl_status flashcl_forward_host(flashcl_context *ctx, const flashcl_attention_desc *desc, flashcl_layout layout,
+                                    const float *q, const float *k, const float *v, float *o, float *lse) {
+    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    flashcl_clear_error(ctx);
+    flashcl_status status = flashcl_validate_desc(ctx, desc);
+    if (status != FLASHCL_SUCCESS) return status;
+    if (desc->dtype != FLASHCL_DTYPE_F32)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_host takes float32 arrays only");
+    if (layout != FLASHCL_LAYOUT_BHSD && layout != FLASHCL_LAYOUT_BSHD)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown layout %d", (int)layout);
+    if (!q || !k || !v || !o) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "q, k, v and o must not be NULL");
+
+    const size_t q_count = (size_t)desc->batch * desc->heads_q * desc->seqlen_q * desc->head_dim;
+    const size_t kv_count = (size_t)desc->batch * desc->heads_kv * desc->seqlen_k * desc->head_dim;
+    const size_t lse_count = (size_t)desc->batch * desc->heads_q * desc->seqlen_q;
+    cl_mem bq = NULL, bk = NULL, bv = NULL, bo = NULL, bl = NULL;
+    cl_int err = CL_SUCCESS;
+    const cl_mem_flags in_flags = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
+    bq = clCreateBuffer(ctx->context, in_flags, q_count * sizeof(float), (void *)q, &err);
+    if (err == CL_SUCCESS) bk = clCreateBuffer(ctx->context, in_flags, kv_count * sizeof(float), (void *)k, &err);
+    if (err == CL_SUCCESS) bv = clCreateBuffer(ctx->context, in_flags, kv_count * sizeof(float), (void *)v, &err);
+    if (err == CL_SUCCESS) bo = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, q_count * sizeof(float), NULL, &err);
+    if (err == CL_SUCCESS && lse)
+        bl = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, lse_count * sizeof(float), NULL, &err);
+    if (err != CL_SUCCESS) {
+        status = flashcl_fail_cl(ctx, err, "clCreateBuffer");
+        goto done;
+    }
+    const flashcl_tensor tq = flashcl_tensor_contiguous(bq, layout, desc->heads_q, desc->seqlen_q, desc->head_dim);
+    const flashcl_tensor tk = flashcl_tensor_contiguous(bk, layout, desc->heads_kv, desc->seqlen_k, desc->head_dim);
+    const flashcl_tensor tv = flashcl_tensor_contiguous(bv, layout, desc->heads_kv, desc->seqlen_k, desc->head_dim);
+    const flashcl_tensor to = flashcl_tensor_contiguous(bo, layout, desc->heads_q, desc->seqlen_q, desc->head_dim);
+    const flashcl_tensor tl = flashcl_tensor_lse(bl, desc->heads_q, desc->seqlen_q);
+    status = flashcl_forward(ctx, desc, &tq, &tk, &tv, &to, lse ? &tl : NULL, 0, NULL, NULL);
+    if (status != FLASHCL_SUCCESS) goto done;
+    err = clEnqueueReadBuffer(ctx->queue, bo, CL_TRUE, 0, q_count * sizeof(float), o, 0, NULL, NULL);
+    if (err == CL_SUCCESS && lse)
+        err = clEnqueueReadBuffer(ctx->queue, bl, CL_TRUE, 0, lse_count * sizeof(float), lse, 0, NULL, NULL);
+    if (err != CL_SUCCESS) status = flashcl_fail_cl(ctx, err, "clEnqueueReadBuffer");
+done:
+    if (bq) clReleaseMemObject(bq);
+    if (bk) clReleaseMemObject(bk);
+    if (bv) clReleaseMemObject(bv);
+    if (bo) clReleaseMemObject(bo);
+    if (bl) clReleaseMemObject(bl);
+    return status;
+}

@@ -1,0 +1,90 @@
+/* internal.h: the context structure and helpers shared by the library's source files. */
+#ifndef FLASHCL_INTERNAL_H
+#define FLASHCL_INTERNAL_H
+
+#include "flashcl.h"
+
+#define FLASHCL_ERROR_CAPACITY 1024
+
+typedef struct flashcl_program_entry flashcl_program_entry; /* program_cache.c */
+
+struct flashcl_context {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    flashcl_device_limits limits;
+    char device_name[256];
+    char *kernel_dir;           /* NULL: embedded sources */
+    flashcl_program_entry *programs; /* cache of built programs, keyed by source and options */
+    int forced_plan_set[2];
+    flashcl_plan forced_plan[2];
+    flashcl_impl impl;          /* which implementation flashcl_forward/backward run */
+    size_t memory_budget;       /* cap on extra device bytes per call, 0 = none */
+    flashcl_call_stats last_stats;
+    int last_stats_valid;
+    char error[FLASHCL_ERROR_CAPACITY];
+    char *build_log;            /* of the last failed build, owned */
+};
+
+/* Records a formatted message as ctx's last error (or the thread's when ctx
+ * is NULL) and returns status, so error paths read `return fail(...)`. */
+flashcl_status flashcl_fail(flashcl_context *ctx, flashcl_status status, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* The OpenCL error code's symbolic name ("CL_OUT_OF_RESOURCES"). */
+const char *flashcl_cl_error_name(cl_int code);
+
+/* Maps an OpenCL error of call `what` to a status with a message. */
+flashcl_status flashcl_fail_cl(flashcl_context *ctx, cl_int code, const char *what);
+
+/* Clears ctx's last error at the start of a public call. */
+void flashcl_clear_error(flashcl_context *ctx);
+
+/* device_select.c: finds the device a spec names (see flashcl_context_options). */
+flashcl_status flashcl_select_device(const char *spec, cl_platform_id *platform, cl_device_id *device,
+                                     char *error, size_t error_size);
+
+/* The plan for a problem on ctx: the forced one (checked) or the planner's. */
+flashcl_status flashcl_resolve_plan(flashcl_context *ctx, flashcl_pass pass,
+                                    const flashcl_attention_desc *desc, flashcl_plan *plan);
+
+/* program_cache.c: the kernel `kernel_name` from cl/<file> (after common.cl),
+ * built with `options`; cached per context so later calls pay no compile. */
+flashcl_status flashcl_get_kernel(flashcl_context *ctx, const char *file, const char *kernel_name,
+                                  const char *options, cl_kernel *kernel);
+void flashcl_program_cache_free(flashcl_context *ctx);
+
+/* The -D options that specialise a kernel for desc and plan (forward.c). */
+int flashcl_format_kernel_options(char *out, size_t size, const flashcl_attention_desc *desc,
+                                  const flashcl_plan *plan);
+
+/* standard_forward.c / standard_backward.c: the CLBlast-based standard
+ * attention, called by flashcl_forward / flashcl_backward after validation. */
+flashcl_status flashcl_standard_forward(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                        const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
+                                        const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
+                                        const cl_event *wait_list, cl_event *event);
+flashcl_status flashcl_standard_backward(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                         const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
+                                         const flashcl_tensor *o, const flashcl_tensor *lse,
+                                         const flashcl_tensor *dout, const flashcl_tensor *dq,
+                                         const flashcl_tensor *dk, const flashcl_tensor *dv, cl_uint num_events,
+                                         const cl_event *wait_list, cl_event *event);
+
+/* io_model.c: predicted global-memory bytes of one call (plan ignored for the
+ * standard implementation). */
+double flashcl_io_model_bytes(const flashcl_attention_desc *desc, flashcl_impl impl, flashcl_pass pass,
+                              const flashcl_plan *plan);
+
+/* Records the stats flashcl_last_call_stats reports. */
+void flashcl_record_stats(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass,
+                          const flashcl_attention_desc *desc, const flashcl_plan *plan, size_t extra_device_bytes);
+
+/* Default scale when desc->scale is 0. */
+float flashcl_effective_scale(const flashcl_attention_desc *desc);
+
+#endif /* FLASHCL_INTERNAL_H */

@@ -1,0 +1,112 @@
+/* program_cache.c: builds kernel programs with their -D options, once per context and option set. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program_cache.h"
+
+#define MAX_KERNELS_PER_PROGRAM 8
+
+struct flashcl_program_entry {
+    char *file;
+    char *options;
+    cl_program program;
+    int num_kernels;
+    char kernel_names[MAX_KERNELS_PER_PROGRAM][64];
+    cl_kernel kernels[MAX_KERNELS_PER_PROGRAM];
+    flashcl_program_entry *next;
+};
+
+static void free_entry(flashcl_program_entry *e) {
+    for (int i = 0; i < e->num_kernels; ++i) clReleaseKernel(e->kernels[i]);
+    if (e->program) clReleaseProgram(e->program);
+    free(e->file);
+    free(e->options);
+    free(e);
+}
+
+void flashcl_program_cache_free(flashcl_context *ctx) {
+    flashcl_program_entry *e = ctx->programs;
+    while (e) {
+        flashcl_program_entry *next = e->next;
+        free_entry(e);
+        e = next;
+    }
+    ctx->programs = NULL;
+}
+
+static char *copy_string(const char *s) {
+    char *c = malloc(strlen(s) + 1);
+    if (c) strcpy(c, s);
+    return c;
+}
+
+static void keep_build_log(flashcl_context *ctx, cl_program program) {
+    size_t size = 0;
+    free(ctx->build_log);
+    ctx->build_log = NULL;
+    if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS) return;
+    ctx->build_log = malloc(size + 1);
+    if (!ctx->build_log) return;
+    if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, size, ctx->build_log, NULL) != CL_SUCCESS)
+        size = 0;
+    ctx->build_log[size] = '\0';
+}
+
+static flashcl_status build_entry(flashcl_context *ctx, const char *file, const char *options,
+                                  flashcl_program_entry **out) {
+    char *source = NULL;
+    flashcl_status status = flashcl_kernel_source(ctx, file, &source);
+    if (status != FLASHCL_SUCCESS) return status;
+    flashcl_program_entry *e = calloc(1, sizeof *e);
+    if (!e || !(e->file = copy_string(file)) || !(e->options = copy_string(options))) {
+        free(source);
+        if (e) free_entry(e);
+        return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    }
+    cl_int err;
+    const char *sources[] = {source};
+    e->program = clCreateProgramWithSource(ctx->context, 1, sources, NULL, &err);
+    free(source);
+    if (err != CL_SUCCESS) {
+        free_entry(e);
+        return flashcl_fail_cl(ctx, err, "clCreateProgramWithSource");
+    }
+    err = clBuildProgram(e->program, 1, &ctx->device, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        keep_build_log(ctx, e->program);
+        free_entry(e);
+        return flashcl_fail(ctx, FLASHCL_ERROR_BUILD_FAILED,
+                            "building %s with \"%s\" failed (%s); flashcl_last_build_log() has the log", file,
+                            options, flashcl_cl_error_name(err));
+    }
+    *out = e;
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_get_kernel(flashcl_context *ctx, const char *file, const char *kernel_name,
+                                  const char *options, cl_kernel *kernel) {
+    flashcl_program_entry *e = ctx->programs;
+    while (e && (strcmp(e->file, file) != 0 || strcmp(e->options, options) != 0)) e = e->next;
+    if (!e) {
+        flashcl_status status = build_entry(ctx, file, options, &e);
+        if (status != FLASHCL_SUCCESS) return status;
+        e->next = ctx->programs;
+        ctx->programs = e;
+    }
+    for (int i = 0; i < e->num_kernels; ++i) {
+        if (strcmp(e->kernel_names[i], kernel_name) == 0) {
+            *kernel = e->kernels[i];
+            return FLASHCL_SUCCESS;
+        }
+    }
+    if (e->num_kernels == MAX_KERNELS_PER_PROGRAM || strlen(kernel_name) >= sizeof e->kernel_names[0])
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "kernel table full for %s", file);
+    cl_int err;
+    cl_kernel k = clCreateKernel(e->program, kernel_name, &err);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clCreateKernel");
+    strcpy(e->kernel_names[e->num_kernels], kernel_name);
+    e->kernels[e->num_kernels++] = k;
+    *kernel = k;
+    return FLASHCL_SUCCESS;
+}

@@ -1,0 +1,10 @@
+/* program_cache.h: kernel sources and the per-context cache of built programs. */
+#ifndef FLASHCL_PROGRAM_CACHE_H
+#define FLASHCL_PROGRAM_CACHE_H
+
+#include "internal.h"
+
+/* common.cl followed by cl/<file>, as one malloc'd string. */
+flashcl_status flashcl_kernel_source(flashcl_context *ctx, const char *file, char **source);
+
+#endif

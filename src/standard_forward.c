@@ -1,0 +1,10 @@
+/* standard_forward.c: standard attention (CLBlast GEMMs and a softmax kernel) -- not built yet. */
+#include "internal.h"
+
+flashcl_status flashcl_standard_forward(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                        const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
+                                        const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
+                                        const cl_event *wait_list, cl_event *event) {
+    (void)desc, (void)q, (void)k, (void)v, (void)o, (void)lse, (void)num_events, (void)wait_list, (void)event;
+    return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "the standard implementation is not built yet");
+}
