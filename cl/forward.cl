@@ -9,6 +9,10 @@
 //
 // Work-item (tq, tk) owns query rows tq + i*THREADS_Q and, of each row, the
 // scores of keys tk + j*THREADS_K and the outputs of dims tk + j*THREADS_K.
+// Neighbouring work-items (consecutive tk) share their rows, so their Q and P
+// reads from local memory are broadcasts; each work-item's register block of
+// ROWS_PER_ITEM rows is what makes the kernel FMA-bound rather than bound by
+// local-memory reads. Q and P are read four floats at a time.
 // Per key block: load K, V; scores in registers; row maxima through a small
 // local reduction; P = exp(S - m) to local; O = alpha*O + P V in registers.
 // The score matrix never leaves local memory.
@@ -41,21 +45,69 @@
 #define KEYS_PER_ITEM (BLOCK_K / THREADS_K)
 #define DIM_PADDED (((HEAD_DIM + THREADS_K - 1) / THREADS_K) * THREADS_K)
 #define DIMS_PER_ITEM (DIM_PADDED / THREADS_K)
-#define Q_STRIDE FLASHCL_ODD_STRIDE(DIM_PADDED)
-#define K_STRIDE FLASHCL_ODD_STRIDE(DIM_PADDED)
+#define ROUND4(n) ((((n) + 3) / 4) * 4)
+// Row strides: multiples of 4 so rows start 16-byte aligned for float4
+// reads, plus 4 so consecutive rows start on different banks.
+#define Q_STRIDE (ROUND4(DIM_PADDED) + 4)
+#define K_STRIDE (ROUND4(DIM_PADDED) + 4)
 #define V_STRIDE DIM_PADDED
-#define P_STRIDE FLASHCL_ODD_STRIDE(BLOCK_K)
-#define R_STRIDE FLASHCL_ODD_STRIDE(THREADS_K)
+#define P_STRIDE (ROUND4(BLOCK_K) + 4)
+#define R_STRIDE (ROUND4(THREADS_K) + 4)
+#define DIM_QUADS (DIM_PADDED / 4)   // full float4 steps over the head dim
+#define KEY_QUADS (BLOCK_K / 4)      // full float4 steps over a key block
+#define PART_QUADS (THREADS_K / 4)
 
 // Loads rows [row0, row0 + ROWS) of one head into local memory, zero-filling
 // rows past `rows` and dims past HEAD_DIM so padded lanes contribute nothing.
-#define LOAD_TILE(dst, dst_stride, src, base, stride_seq, row0, rows, ROWS)              \
-    for (int e = lid; e < (ROWS) * DIM_PADDED; e += WG_SIZE) {                         \
-        int r = e / DIM_PADDED, d = e - r * DIM_PADDED;                                \
-        int row = (row0) + r;                                                          \
-        float x = 0.0f;                                                                \
+#define LOAD_TILE(dst, dst_stride, src, base, stride_seq, row0, rows, ROWS)                      \
+    for (int e = lid; e < (ROWS) * DIM_PADDED; e += WG_SIZE) {                                 \
+        int r = e / DIM_PADDED, d = e - r * DIM_PADDED;                                        \
+        int row = (row0) + r;                                                                  \
+        float x = 0.0f;                                                                        \
         if (row < (rows) && d < HEAD_DIM) x = LOAD(src, (base) + (ulong)row * (stride_seq) + d); \
-        (dst)[r * (dst_stride) + d] = x;                                               \
+        (dst)[r * (dst_stride) + d] = x;                                                       \
+    }
+
+// K and V blocks go through registers: the next block's global loads are
+// issued before the current block is computed, so their latency overlaps
+// the arithmetic. Loads are branch-free (an out-of-range element reads the
+// head's first element and is replaced by 0) so they issue back to back.
+// KV_VEC4 (set by the host only for float data whose K/V offsets and
+// strides are multiples of 4 and HEAD_DIM % 4 == 0) reads float4s.
+#ifndef KV_VEC4
+#define KV_VEC4 0
+#endif
+#if KV_VEC4 && (FLASHCL_DTYPE != 0 || HEAD_DIM % 4 != 0 || DIM_PADDED != HEAD_DIM)
+#error "KV_VEC4 needs float data and HEAD_DIM a multiple of 4 and of THREADS_K"
+#endif
+#define KV_WIDTH (KV_VEC4 ? 4 : 1)
+#define KV_ELEMS (BLOCK_K * DIM_PADDED / KV_WIDTH)
+#define KV_LOADS_PER_ITEM ((KV_ELEMS + WG_SIZE - 1) / WG_SIZE)
+#if KV_VEC4
+typedef float4 kv_t;
+#define KV_LOAD(src, index) (*(__global const float4 *)((src) + (index)))
+#define KV_STORE(dst, index, x) (*(__local float4 *)((dst) + (index)) = (x))
+#define KV_ZERO ((float4)(0.0f))
+#else
+typedef float kv_t;
+#define KV_LOAD(src, index) LOAD(src, index)
+#define KV_STORE(dst, index, x) ((dst)[index] = (x))
+#define KV_ZERO 0.0f
+#endif
+#define FETCH_KV(buf, src, base, stride_seq, row0)                                          \
+    for (int t = 0; t < KV_LOADS_PER_ITEM; ++t) {                                          \
+        const int e = lid + t * WG_SIZE;                                                   \
+        const int r = e / (DIM_PADDED / KV_WIDTH), d = (e - r * (DIM_PADDED / KV_WIDTH)) * KV_WIDTH; \
+        const int row = (row0) + r;                                                        \
+        const bool ok = e < KV_ELEMS && row < seqlen_k && d < HEAD_DIM;                    \
+        const kv_t x = KV_LOAD(src, (base) + (ok ? (ulong)row * (stride_seq) + d : 0));    \
+        (buf)[t] = ok ? x : KV_ZERO;                                                       \
+    }
+#define STORE_KV(dst, dst_stride, buf)                                                      \
+    for (int t = 0; t < KV_LOADS_PER_ITEM; ++t) {                                          \
+        const int e = lid + t * WG_SIZE;                                                   \
+        const int r = e / (DIM_PADDED / KV_WIDTH), d = (e - r * (DIM_PADDED / KV_WIDTH)) * KV_WIDTH; \
+        if (KV_ELEMS % WG_SIZE == 0 || e < KV_ELEMS) KV_STORE(dst, r * (dst_stride) + d, (buf)[t]); \
     }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward(
@@ -65,11 +117,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
-    __local float q_tile[BLOCK_Q * Q_STRIDE];
-    __local float k_tile[BLOCK_K * K_STRIDE];
+    // Declared as float4 so float4 reads are aligned; used through float views.
+    __local float4 q_tile4[BLOCK_Q * Q_STRIDE / 4];
+    __local float4 k_tile4[BLOCK_K * K_STRIDE / 4];
     __local float v_tile[BLOCK_K * V_STRIDE];
-    __local float p_tile[BLOCK_Q * P_STRIDE];
-    __local float row_max_parts[BLOCK_Q * R_STRIDE];
+    __local float4 p_tile4[BLOCK_Q * P_STRIDE / 4];
+    __local float4 parts4[BLOCK_Q * R_STRIDE / 4];
+    __local float *q_tile = (__local float *)q_tile4;
+    __local float *k_tile = (__local float *)k_tile4;
+    __local float *p_tile = (__local float *)p_tile4;
+    __local float *parts = (__local float *)parts4;
 
     const int lid = (int)get_local_id(0);
     const int tk = lid % THREADS_K;
@@ -100,21 +157,42 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] = 0.0f;
     }
 
+    kv_t k_next[KV_LOADS_PER_ITEM], v_next[KV_LOADS_PER_ITEM];
+    if (key_end > 0) {
+        FETCH_KV(k_next, k, k_base, k_stride_s, 0);
+        FETCH_KV(v_next, v, v_base, v_stride_s, 0);
+    }
     for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
         barrier(CLK_LOCAL_MEM_FENCE); // the previous block's readers are done with the tiles
-        LOAD_TILE(k_tile, K_STRIDE, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
-        LOAD_TILE(v_tile, V_STRIDE, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
+        STORE_KV(k_tile, K_STRIDE, k_next);
+        STORE_KV(v_tile, V_STRIDE, v_next);
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + BLOCK_K < key_end) { // uniform: prefetch the next block
+            FETCH_KV(k_next, k, k_base, k_stride_s, k0 + BLOCK_K);
+            FETCH_KV(v_next, v, v_base, v_stride_s, k0 + BLOCK_K);
+        }
 
         float s[ROWS_PER_ITEM][KEYS_PER_ITEM];
         for (int i = 0; i < ROWS_PER_ITEM; ++i)
             for (int j = 0; j < KEYS_PER_ITEM; ++j) s[i][j] = 0.0f;
-        for (int d = 0; d < DIM_PADDED; ++d) {
-            float qd[ROWS_PER_ITEM], kd[KEYS_PER_ITEM];
-            for (int i = 0; i < ROWS_PER_ITEM; ++i) qd[i] = q_tile[(tq + i * THREADS_Q) * Q_STRIDE + d];
-            for (int j = 0; j < KEYS_PER_ITEM; ++j) kd[j] = k_tile[(tk + j * THREADS_K) * K_STRIDE + d];
-            for (int i = 0; i < ROWS_PER_ITEM; ++i)
-                for (int j = 0; j < KEYS_PER_ITEM; ++j) s[i][j] += qd[i] * kd[j];
+        for (int d4 = 0; d4 < DIM_QUADS; ++d4) {
+            float4 kd[KEYS_PER_ITEM];
+            for (int j = 0; j < KEYS_PER_ITEM; ++j) kd[j] = k_tile4[((tk + j * THREADS_K) * K_STRIDE) / 4 + d4];
+            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+                const float4 qd = q_tile4[((tq + i * THREADS_Q) * Q_STRIDE) / 4 + d4];
+                for (int j = 0; j < KEYS_PER_ITEM; ++j) { // one fused multiply-add per product
+                    s[i][j] += qd.x * kd[j].x;
+                    s[i][j] += qd.y * kd[j].y;
+                    s[i][j] += qd.z * kd[j].z;
+                    s[i][j] += qd.w * kd[j].w;
+                }
+            }
+        }
+        for (int d = DIM_QUADS * 4; d < DIM_PADDED; ++d) { // head dims that are not a multiple of 4
+            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+                const float qd = q_tile[(tq + i * THREADS_Q) * Q_STRIDE + d];
+                for (int j = 0; j < KEYS_PER_ITEM; ++j) s[i][j] += qd * k_tile[(tk + j * THREADS_K) * K_STRIDE + d];
+            }
         }
 
         // Scale, mask, and each work-item's partial row maximum.
@@ -128,7 +206,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                 s[i][j] = x;
                 part = fmax(part, x);
             }
-            row_max_parts[(tq + i * THREADS_Q) * R_STRIDE + tk] = part;
+            parts[(tq + i * THREADS_Q) * R_STRIDE + tk] = part;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -139,7 +217,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         for (int i = 0; i < ROWS_PER_ITEM; ++i) {
             const int r = tq + i * THREADS_Q;
             float m = row_max[i];
-            for (int t = 0; t < THREADS_K; ++t) m = fmax(m, row_max_parts[r * R_STRIDE + t]);
+            for (int t4 = 0; t4 < PART_QUADS; ++t4) {
+                const float4 x = parts4[(r * R_STRIDE) / 4 + t4];
+                m = fmax(m, fmax(fmax(x.x, x.y), fmax(x.z, x.w)));
+            }
+            for (int t = PART_QUADS * 4; t < THREADS_K; ++t) m = fmax(m, parts[r * R_STRIDE + t]);
             const float m_safe = (m == -INFINITY) ? 0.0f : m;
             alpha[i] = exp(row_max[i] - m_safe);
             row_max[i] = m;
@@ -151,15 +233,33 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             row_sum[i] *= alpha[i];
             for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] *= alpha[i];
         }
-        for (int c = 0; c < BLOCK_K; ++c) {
-            float pc[ROWS_PER_ITEM], vc[DIMS_PER_ITEM];
-            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-                pc[i] = p_tile[(tq + i * THREADS_Q) * P_STRIDE + c];
-                row_sum[i] += pc[i];
+        for (int c4 = 0; c4 < KEY_QUADS; ++c4) {
+            float4 vc[DIMS_PER_ITEM];
+            for (int j = 0; j < DIMS_PER_ITEM; ++j) {
+                const int col = tk + j * THREADS_K;
+                vc[j] = (float4)(v_tile[(4 * c4) * V_STRIDE + col], v_tile[(4 * c4 + 1) * V_STRIDE + col],
+                                 v_tile[(4 * c4 + 2) * V_STRIDE + col], v_tile[(4 * c4 + 3) * V_STRIDE + col]);
             }
-            for (int j = 0; j < DIMS_PER_ITEM; ++j) vc[j] = v_tile[c * V_STRIDE + tk + j * THREADS_K];
-            for (int i = 0; i < ROWS_PER_ITEM; ++i)
-                for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] += pc[i] * vc[j];
+            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+                const float4 pc = p_tile4[((tq + i * THREADS_Q) * P_STRIDE) / 4 + c4];
+                row_sum[i] += pc.x;
+                row_sum[i] += pc.y;
+                row_sum[i] += pc.z;
+                row_sum[i] += pc.w;
+                for (int j = 0; j < DIMS_PER_ITEM; ++j) {
+                    acc[i][j] += pc.x * vc[j].x;
+                    acc[i][j] += pc.y * vc[j].y;
+                    acc[i][j] += pc.z * vc[j].z;
+                    acc[i][j] += pc.w * vc[j].w;
+                }
+            }
+        }
+        for (int c = KEY_QUADS * 4; c < BLOCK_K; ++c) { // key blocks that are not a multiple of 4
+            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+                const float pc = p_tile[(tq + i * THREADS_Q) * P_STRIDE + c];
+                row_sum[i] += pc;
+                for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] += pc * v_tile[c * V_STRIDE + tk + j * THREADS_K];
+            }
         }
     }
 

@@ -12,6 +12,19 @@ int flashcl_format_kernel_options(char *out, size_t size, const flashcl_attentio
                     plan->threads_k);
 }
 
+/* float4 reads of K and V need every row start 16-byte aligned: float data,
+ * rows of a multiple of 4 elements that the plan does not pad, and offsets
+ * and strides in multiples of 4 (buffer bases are aligned by OpenCL). */
+static int kv_vector_loads(const flashcl_attention_desc *desc, const flashcl_plan *plan, const flashcl_tensor *k,
+                           const flashcl_tensor *v) {
+    if (desc->dtype != FLASHCL_DTYPE_F32 || desc->head_dim % 4 != 0 || desc->head_dim % plan->threads_k != 0)
+        return 0;
+    const flashcl_tensor *t[2] = {k, v};
+    for (int i = 0; i < 2; ++i)
+        if ((t[i]->offset | t[i]->stride_batch | t[i]->stride_head | t[i]->stride_seq) % 4 != 0) return 0;
+    return 1;
+}
+
 flashcl_status flashcl_forward(flashcl_context *ctx, const flashcl_attention_desc *desc, const flashcl_tensor *q,
                                const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
                                const flashcl_tensor *lse, cl_uint num_events_in_wait_list,
@@ -27,7 +40,8 @@ flashcl_status flashcl_forward(flashcl_context *ctx, const flashcl_attention_des
     flashcl_plan plan;
     if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_FORWARD, desc, &plan))) return status;
     char options[256];
-    flashcl_format_kernel_options(options, sizeof options, desc, &plan);
+    int used = flashcl_format_kernel_options(options, sizeof options, desc, &plan);
+    snprintf(options + used, sizeof options - (size_t)used, " -DKV_VEC4=%d", kv_vector_loads(desc, &plan, k, v));
     cl_kernel kernel;
     if ((status = flashcl_get_kernel(ctx, "forward.cl", "flashcl_forward", options, &kernel))) return status;
 

@@ -17,19 +17,20 @@
 #define MAX_DIMS_PER_ITEM 32
 /* The work-group size the planner aims for: enough work-items to hide
  * latency, small enough that several groups share a compute unit. */
-#define TARGET_WORK_GROUP 256
+#define TARGET_WORK_GROUP 128
 
 static int round_up(int x, int m) { return ((x + m - 1) / m) * m; }
-static int odd(int x) { return x | 1; }
 
 size_t flashcl_forward_local_bytes(const flashcl_plan *p, int head_dim) {
-    /* Mirrors the __local arrays of cl/forward.cl. */
+    /* Mirrors the __local arrays of cl/forward.cl: rows padded to a multiple
+     * of 4 floats (aligned float4 reads) plus 4 (bank spread). */
     const int dim_padded = round_up(head_dim, p->threads_k);
-    size_t floats = (size_t)p->block_q * odd(dim_padded)      /* q_tile */
-                    + (size_t)p->block_k * odd(dim_padded)    /* k_tile */
-                    + (size_t)p->block_k * dim_padded         /* v_tile */
-                    + (size_t)p->block_q * odd(p->block_k)    /* p_tile */
-                    + (size_t)p->block_q * odd(p->threads_k); /* row_max_parts */
+    const int row = round_up(dim_padded, 4) + 4;
+    size_t floats = (size_t)p->block_q * row                              /* q_tile */
+                    + (size_t)p->block_k * row                            /* k_tile */
+                    + (size_t)p->block_k * dim_padded                     /* v_tile */
+                    + (size_t)p->block_q * (round_up(p->block_k, 4) + 4)  /* p_tile */
+                    + (size_t)p->block_q * (round_up(p->threads_k, 4) + 4); /* parts */
     return floats * sizeof(float);
 }
 
