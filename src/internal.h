@@ -52,6 +52,11 @@ flashcl_status flashcl_select_device(const char *spec, cl_platform_id *platform,
 flashcl_status flashcl_resolve_plan(flashcl_context *ctx, flashcl_pass pass,
                                     const flashcl_attention_desc *desc, flashcl_plan *plan);
 
+/* tuned_plans.c: 1 and *plan set if a measured plan exists for ctx's device
+ * and this problem, else 0. */
+int flashcl_tuned_plan(const flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc,
+                       flashcl_plan *plan);
+
 /* program_cache.c: the kernel `kernel_name` from cl/<file> (after common.cl),
  * built with `options`; cached per context so later calls pay no compile. */
 flashcl_status flashcl_get_kernel(flashcl_context *ctx, const char *file, const char *kernel_name,

@@ -27,6 +27,7 @@ flashcl_status flashcl_resolve_plan(flashcl_context *ctx, flashcl_pass pass, con
                                 reason);
         return FLASHCL_SUCCESS;
     }
+    if (flashcl_tuned_plan(ctx, pass, desc, plan)) return FLASHCL_SUCCESS;
     flashcl_status status = flashcl_plan_choose(&ctx->limits, pass, desc->head_dim, desc->dtype, desc->causal, plan);
     if (status != FLASHCL_SUCCESS)
         return flashcl_fail(ctx, status,

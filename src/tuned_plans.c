@@ -1,0 +1,37 @@
+/* tuned_plans.c: plans measured to be fastest on specific devices; they override the planner's default. */
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct tuned_plan {
+    const char *device_substring; /* matched against CL_DEVICE_NAME */
+    flashcl_pass pass;
+    flashcl_dtype dtype;
+    int head_dim;
+    flashcl_plan plan;
+} tuned_plan;
+
+/* Each entry was measured with `flashcl bench` or the plan sweep recorded in
+ * docs/perf.md; the planner's choice remains the fallback for every shape
+ * not listed, and an entry is used only if it passes flashcl_plan_check on
+ * the device at hand. */
+static const tuned_plan tuned_plans[] = {
+    /* H100, OpenCL 3.0 (driver 580): docs/perf.md, forward v3 plan sweep, N=4096. */
+    {"H100", FLASHCL_PASS_FORWARD, FLASHCL_DTYPE_F32, 64, {64, 32, 8, 16, 0, 0}},
+    {"H100", FLASHCL_PASS_FORWARD, FLASHCL_DTYPE_F32, 128, {32, 16, 8, 8, 0, 0}},
+};
+
+int flashcl_tuned_plan(const flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc,
+                       flashcl_plan *plan) {
+    for (size_t i = 0; i < sizeof tuned_plans / sizeof tuned_plans[0]; ++i) {
+        const tuned_plan *t = &tuned_plans[i];
+        if (t->pass != pass || t->dtype != desc->dtype || t->head_dim != desc->head_dim) continue;
+        if (!strstr(ctx->device_name, t->device_substring)) continue;
+        flashcl_plan candidate = t->plan;
+        if (flashcl_plan_check(&ctx->limits, pass, desc->head_dim, desc->dtype, &candidate, NULL, 0) != FLASHCL_SUCCESS)
+            continue;
+        *plan = candidate;
+        return 1;
+    }
+    return 0;
+}
