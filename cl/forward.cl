@@ -8,13 +8,14 @@
 //   THREADS_K  work-items along keys and the head dimension (BLOCK_K % THREADS_K == 0)
 //
 // Work-item (tq, tk) owns query rows tq + i*THREADS_Q and, of each row, the
-// scores of keys tk + j*THREADS_K and the outputs of dims tk + j*THREADS_K.
+// scores of keys tk + j*THREADS_K and the outputs of dims OUT_DIM(j) (groups
+// of four adjacent dims when DIMS_PER_ITEM allows, read as one float4 of V).
 // Neighbouring work-items (consecutive tk) share their rows, so their Q and P
 // reads from local memory are broadcasts; each work-item's register block of
 // ROWS_PER_ITEM rows is what makes the kernel FMA-bound rather than bound by
 // local-memory reads. Q and P are read four floats at a time.
 // Per key block: load K, V; scores in registers; row maxima through a small
-// local reduction; P = exp(S - m) to local; O = alpha*O + P V in registers.
+// local reduction; P = exp2(S - m) to local (scores in base 2); O = alpha*O + P V in registers.
 // The score matrix never leaves local memory.
 
 #ifndef HEAD_DIM
@@ -56,6 +57,15 @@
 #define DIM_QUADS (DIM_PADDED / 4)   // full float4 steps over the head dim
 #define KEY_QUADS (BLOCK_K / 4)      // full float4 steps over a key block
 #define PART_QUADS (THREADS_K / 4)
+// Output dims of a work-item: four adjacent dims per float4 group, groups
+// THREADS_K*4 apart, so a float4 read of V by consecutive work-items is
+// consecutive in local memory; otherwise one dim every THREADS_K.
+#define DIM_GROUPS (DIMS_PER_ITEM % 4 == 0)
+#if DIM_GROUPS
+#define OUT_DIM(j) (((j) / 4) * (4 * THREADS_K) + tk * 4 + ((j) % 4))
+#else
+#define OUT_DIM(j) (tk + (j) * THREADS_K)
+#endif
 
 // Loads rows [row0, row0 + ROWS) of one head into local memory, zero-filling
 // rows past `rows` and dims past HEAD_DIM so padded lanes contribute nothing.
@@ -120,11 +130,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     // Declared as float4 so float4 reads are aligned; used through float views.
     __local float4 q_tile4[BLOCK_Q * Q_STRIDE / 4];
     __local float4 k_tile4[BLOCK_K * K_STRIDE / 4];
-    __local float v_tile[BLOCK_K * V_STRIDE];
+    __local float4 v_tile4[(BLOCK_K * V_STRIDE + 3) / 4];
     __local float4 p_tile4[BLOCK_Q * P_STRIDE / 4];
     __local float4 parts4[BLOCK_Q * R_STRIDE / 4];
     __local float *q_tile = (__local float *)q_tile4;
     __local float *k_tile = (__local float *)k_tile4;
+    __local float *v_tile = (__local float *)v_tile4;
     __local float *p_tile = (__local float *)p_tile4;
     __local float *parts = (__local float *)parts4;
 
@@ -144,12 +155,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 
     // Bottom-right causal alignment: row i sees keys j <= i + diagonal.
     const int diagonal = seqlen_k - seqlen_q;
+    // Scores are kept in base 2 (scaled by log2(e)) so P = exp2(S - m).
+    const float scale_log2 = scale * M_LOG2E_F;
     int key_end = seqlen_k;
     if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k); // later blocks are fully masked
 
     LOAD_TILE(q_tile, Q_STRIDE, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
 
     float acc[ROWS_PER_ITEM][DIMS_PER_ITEM];
+    // row_sum holds the sum of this work-item's own P entries of each row;
+    // the THREADS_K partial sums are added once, after the last key block.
     float row_max[ROWS_PER_ITEM], row_sum[ROWS_PER_ITEM];
     for (int i = 0; i < ROWS_PER_ITEM; ++i) {
         row_max[i] = -INFINITY;
@@ -195,14 +210,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             }
         }
 
-        // Scale, mask, and each work-item's partial row maximum.
+        // Scale, mask (only blocks that reach past seqlen_k or the causal
+        // diagonal need it: a uniform test), and partial row maxima.
+        const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal);
         for (int i = 0; i < ROWS_PER_ITEM; ++i) {
             const int row = q0 + tq + i * THREADS_Q;
             float part = -INFINITY;
             for (int j = 0; j < KEYS_PER_ITEM; ++j) {
                 const int col = k0 + tk + j * THREADS_K;
-                float x = s[i][j] * scale;
-                if (col >= seqlen_k || (causal && col > row + diagonal)) x = -INFINITY;
+                float x = s[i][j] * scale_log2;
+                if (masked_block && (col >= seqlen_k || (causal && col > row + diagonal))) x = -INFINITY;
                 s[i][j] = x;
                 part = fmax(part, x);
             }
@@ -223,29 +240,45 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             }
             for (int t = PART_QUADS * 4; t < THREADS_K; ++t) m = fmax(m, parts[r * R_STRIDE + t]);
             const float m_safe = (m == -INFINITY) ? 0.0f : m;
-            alpha[i] = exp(row_max[i] - m_safe);
+            alpha[i] = exp2(row_max[i] - m_safe);
             row_max[i] = m;
-            for (int j = 0; j < KEYS_PER_ITEM; ++j) p_tile[r * P_STRIDE + tk + j * THREADS_K] = exp(s[i][j] - m_safe);
+            float own_sum = 0.0f;
+            for (int j = 0; j < KEYS_PER_ITEM; ++j) {
+                const float p = exp2(s[i][j] - m_safe);
+                p_tile[r * P_STRIDE + tk + j * THREADS_K] = p;
+                own_sum += p;
+            }
+            row_sum[i] = row_sum[i] * alpha[i] + own_sum;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
-        for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-            row_sum[i] *= alpha[i];
+        for (int i = 0; i < ROWS_PER_ITEM; ++i)
             for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] *= alpha[i];
-        }
         for (int c4 = 0; c4 < KEY_QUADS; ++c4) {
             float4 vc[DIMS_PER_ITEM];
+#if DIM_GROUPS
+            // vc[j].x..w = V[4*c4 + 0..3][OUT_DIM(j)]: four float4 row reads
+            // per group of four dims, transposed in registers.
+            for (int g = 0; g < DIMS_PER_ITEM / 4; ++g) {
+                const int col = g * (4 * THREADS_K) + tk * 4;
+                const float4 r0 = *(__local const float4 *)&v_tile[(4 * c4) * V_STRIDE + col];
+                const float4 r1 = *(__local const float4 *)&v_tile[(4 * c4 + 1) * V_STRIDE + col];
+                const float4 r2 = *(__local const float4 *)&v_tile[(4 * c4 + 2) * V_STRIDE + col];
+                const float4 r3 = *(__local const float4 *)&v_tile[(4 * c4 + 3) * V_STRIDE + col];
+                vc[4 * g + 0] = (float4)(r0.x, r1.x, r2.x, r3.x);
+                vc[4 * g + 1] = (float4)(r0.y, r1.y, r2.y, r3.y);
+                vc[4 * g + 2] = (float4)(r0.z, r1.z, r2.z, r3.z);
+                vc[4 * g + 3] = (float4)(r0.w, r1.w, r2.w, r3.w);
+            }
+#else
             for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-                const int col = tk + j * THREADS_K;
+                const int col = OUT_DIM(j);
                 vc[j] = (float4)(v_tile[(4 * c4) * V_STRIDE + col], v_tile[(4 * c4 + 1) * V_STRIDE + col],
                                  v_tile[(4 * c4 + 2) * V_STRIDE + col], v_tile[(4 * c4 + 3) * V_STRIDE + col]);
             }
+#endif
             for (int i = 0; i < ROWS_PER_ITEM; ++i) {
                 const float4 pc = p_tile4[((tq + i * THREADS_Q) * P_STRIDE) / 4 + c4];
-                row_sum[i] += pc.x;
-                row_sum[i] += pc.y;
-                row_sum[i] += pc.z;
-                row_sum[i] += pc.w;
                 for (int j = 0; j < DIMS_PER_ITEM; ++j) {
                     acc[i][j] += pc.x * vc[j].x;
                     acc[i][j] += pc.y * vc[j].y;
@@ -257,10 +290,19 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         for (int c = KEY_QUADS * 4; c < BLOCK_K; ++c) { // key blocks that are not a multiple of 4
             for (int i = 0; i < ROWS_PER_ITEM; ++i) {
                 const float pc = p_tile[(tq + i * THREADS_Q) * P_STRIDE + c];
-                row_sum[i] += pc;
-                for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] += pc * v_tile[c * V_STRIDE + tk + j * THREADS_K];
+                for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] += pc * v_tile[c * V_STRIDE + OUT_DIM(j)];
             }
         }
+    }
+
+    // Each row's sum is spread over its THREADS_K work-items: add the parts.
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) parts[(tq + i * THREADS_Q) * R_STRIDE + tk] = row_sum[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+        float l = 0.0f;
+        for (int t = 0; t < THREADS_K; ++t) l += parts[(tq + i * THREADS_Q) * R_STRIDE + t];
+        row_sum[i] = l;
     }
 
     for (int i = 0; i < ROWS_PER_ITEM; ++i) {
@@ -268,11 +310,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         if (row >= seqlen_q) continue;
         const float l = row_sum[i];
         for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-            const int d = tk + j * THREADS_K;
+            const int d = OUT_DIM(j);
             if (d < HEAD_DIM) STORE(o, o_base + (ulong)row * o_stride_s + d, l > 0.0f ? acc[i][j] / l : 0.0f);
         }
         if (write_lse && tk == 0)
             lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h + (ulong)row * lse_stride_s] =
-                l > 0.0f ? row_max[i] + log(l) : -INFINITY;
+                l > 0.0f ? (row_max[i] + log2(l)) * M_LN2_F : -INFINITY;
     }
 }
