@@ -72,7 +72,21 @@ static flashcl_status build_entry(flashcl_context *ctx, const char *file, const 
         free_entry(e);
         return flashcl_fail_cl(ctx, err, "clCreateProgramWithSource");
     }
-    err = clBuildProgram(e->program, 1, &ctx->device, options, NULL, NULL);
+    /* FLASHCL_BUILD_OPTIONS appends compiler flags (tuning experiments such
+     * as -cl-nv-maxrregcount=N) without a rebuild; the cache key stays the
+     * kernel's own options because the variable is read once per build. */
+    const char *extra = getenv("FLASHCL_BUILD_OPTIONS");
+    char *full_options = NULL;
+    if (extra && *extra) {
+        full_options = malloc(strlen(options) + strlen(extra) + 2);
+        if (!full_options) {
+            free_entry(e);
+            return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        }
+        sprintf(full_options, "%s %s", options, extra);
+    }
+    err = clBuildProgram(e->program, 1, &ctx->device, full_options ? full_options : options, NULL, NULL);
+    free(full_options);
     if (err != CL_SUCCESS) {
         keep_build_log(ctx, e->program);
         free_entry(e);
