@@ -1,21 +1,255 @@
-/* backward.c: the backward pass -- not built yet. */
-#include "internal.h"
+/* backward.c: validates a backward call, plans it and enqueues the kernels of cl/backward.cl; the host-array form. */
+#include <stdio.h>
+
+#include "kernel_args.h"
+#include "validate.h"
+
+/* The three kernels of one backward program (one build per plan). */
+typedef struct backward_kernels {
+    cl_kernel delta, dkdv, dq;
+} backward_kernels;
+
+static flashcl_status get_backward_kernels(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                           const flashcl_plan *plan, backward_kernels *out) {
+    char options[256];
+    flashcl_format_kernel_options(options, sizeof options, desc, plan);
+    flashcl_status status;
+    if ((status = flashcl_get_kernel(ctx, "backward.cl", "flashcl_backward_delta", options, &out->delta)) ||
+        (status = flashcl_get_kernel(ctx, "backward.cl", "flashcl_backward_dkdv", options, &out->dkdv)) ||
+        (status = flashcl_get_kernel(ctx, "backward.cl", "flashcl_backward_dq", options, &out->dq)))
+        return status;
+    /* No check of CL_KERNEL_WORK_GROUP_SIZE here: rusticl 22.3 on llvmpipe
+     * reports 32 for these kernels yet runs their work-groups of 128
+     * correctly, as it does the forward's; a device that really cannot run
+     * the plan fails the enqueue with CL_INVALID_WORK_GROUP_SIZE. */
+    return FLASHCL_SUCCESS;
+}
+
+static void arg_inputs(flashcl_kernel_args *a, const flashcl_tensor *q, const flashcl_tensor *k,
+                       const flashcl_tensor *v, const flashcl_tensor *dout, const flashcl_tensor *lse, cl_mem delta) {
+    flashcl_arg_tensor(a, q);
+    flashcl_arg_tensor(a, k);
+    flashcl_arg_tensor(a, v);
+    flashcl_arg_tensor(a, dout);
+    flashcl_arg_tensor(a, lse);
+    flashcl_arg_mem(a, delta);
+}
+
+static int queue_is_in_order(cl_command_queue queue) {
+    cl_command_queue_properties props = 0;
+    if (clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS) return 0;
+    return (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
+}
+
+/* Enqueues delta, then dkdv and dq (both need delta). On an in-order queue
+ * the order itself is the dependency and dq's event stands for the whole
+ * call; an out-of-order queue gets explicit events and a final marker. */
+static flashcl_status enqueue_all(flashcl_context *ctx, const backward_kernels *kernels, const size_t delta_global[1],
+                                  const size_t delta_local[1], const size_t dkdv_global[2], const size_t dq_global[2],
+                                  size_t work_group, cl_uint num_events, const cl_event *wait_list, cl_event *event) {
+    const int in_order = queue_is_in_order(ctx->queue);
+    const size_t local[2] = {work_group, 1};
+    cl_event delta_done = NULL, tiled_done[2] = {NULL, NULL};
+    flashcl_status status = FLASHCL_SUCCESS;
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernels->delta, 1, NULL, delta_global, delta_local, num_events,
+                                        wait_list, in_order ? NULL : &delta_done);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (backward delta)");
+    const cl_uint deps = in_order ? 0 : 1;
+    const cl_event *dep_list = in_order ? NULL : &delta_done;
+    err = clEnqueueNDRangeKernel(ctx->queue, kernels->dkdv, 2, NULL, dkdv_global, local, deps, dep_list,
+                                 in_order ? NULL : &tiled_done[0]);
+    if (err != CL_SUCCESS) {
+        status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (backward dK/dV)");
+        goto done;
+    }
+    err = clEnqueueNDRangeKernel(ctx->queue, kernels->dq, 2, NULL, dq_global, local, deps, dep_list,
+                                 in_order ? event : &tiled_done[1]);
+    if (err != CL_SUCCESS) {
+        status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (backward dQ)");
+        goto done;
+    }
+    if (!in_order && event) {
+        err = clEnqueueMarkerWithWaitList(ctx->queue, 2, tiled_done, event);
+        if (err != CL_SUCCESS) status = flashcl_fail_cl(ctx, err, "clEnqueueMarkerWithWaitList (backward)");
+    }
+done:
+    if (delta_done) clReleaseEvent(delta_done);
+    for (int i = 0; i < 2; ++i)
+        if (tiled_done[i]) clReleaseEvent(tiled_done[i]);
+    return status;
+}
 
 flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_desc *desc, const flashcl_tensor *q,
                                 const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
                                 const flashcl_tensor *lse, const flashcl_tensor *dout, const flashcl_tensor *dq,
                                 const flashcl_tensor *dk, const flashcl_tensor *dv, cl_uint num_events_in_wait_list,
                                 const cl_event *event_wait_list, cl_event *event) {
-    (void)desc, (void)q, (void)k, (void)v, (void)o, (void)lse, (void)dout, (void)dq, (void)dk, (void)dv;
-    (void)num_events_in_wait_list, (void)event_wait_list, (void)event;
     if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
-    return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "the backward pass is not built yet");
+    flashcl_clear_error(ctx);
+    if (!lse)
+        return flashcl_fail(ctx, FLASHCL_ERROR_MISSING_LSE,
+                            "the backward pass needs the log-sum-exp its forward wrote (lse is NULL)");
+    const flashcl_call_tensor tensors[] = {
+        {"q", q, FLASHCL_SHAPE_Q, 0, 0},     {"k", k, FLASHCL_SHAPE_KV, 0, 0},     {"v", v, FLASHCL_SHAPE_KV, 0, 0},
+        {"o", o, FLASHCL_SHAPE_Q, 0, 0},     {"lse", lse, FLASHCL_SHAPE_LSE, 0, 0}, {"dout", dout, FLASHCL_SHAPE_Q, 0, 0},
+        {"dq", dq, FLASHCL_SHAPE_Q, 1, 0},   {"dk", dk, FLASHCL_SHAPE_KV, 1, 0},   {"dv", dv, FLASHCL_SHAPE_KV, 1, 0},
+    };
+    flashcl_status status = flashcl_validate_call(ctx, desc, tensors, (int)(sizeof tensors / sizeof tensors[0]),
+                                                  num_events_in_wait_list, event_wait_list);
+    if (status != FLASHCL_SUCCESS) return status;
+    if (ctx->impl == FLASHCL_IMPL_STANDARD)
+        return flashcl_standard_backward(ctx, desc, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
+                                         event_wait_list, event);
+
+    flashcl_plan plan;
+    if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_BACKWARD, desc, &plan))) return status;
+    /* The only scratch: D = rowsum(dO * O), one float per query row (O(N)). */
+    const size_t rows = (size_t)desc->batch * (size_t)desc->heads_q * (size_t)desc->seqlen_q;
+    const size_t scratch_bytes = rows * sizeof(float);
+    if (ctx->memory_budget != 0 && scratch_bytes > ctx->memory_budget)
+        return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
+                            "the backward pass needs %zu bytes of scratch, the memory budget is %zu", scratch_bytes,
+                            ctx->memory_budget);
+    backward_kernels kernels;
+    if ((status = get_backward_kernels(ctx, desc, &plan, &kernels))) return status;
+
+    cl_int err;
+    cl_mem delta = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, scratch_bytes, NULL, &err);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clCreateBuffer (backward scratch)");
+
+    const int group_size = desc->heads_q / desc->heads_kv;
+    const float scale = flashcl_effective_scale(desc);
+    flashcl_kernel_args a = {kernels.delta, 0, CL_SUCCESS};
+    flashcl_arg_tensor(&a, o);
+    flashcl_arg_tensor(&a, dout);
+    flashcl_arg_mem(&a, delta);
+    flashcl_arg_int(&a, desc->heads_q);
+    flashcl_arg_int(&a, desc->seqlen_q);
+    flashcl_arg_ulong(&a, rows);
+    cl_int args_error = a.error;
+
+    a = (flashcl_kernel_args){kernels.dkdv, 0, CL_SUCCESS};
+    arg_inputs(&a, q, k, v, dout, lse, delta);
+    flashcl_arg_tensor(&a, dk);
+    flashcl_arg_tensor(&a, dv);
+    flashcl_arg_int(&a, desc->heads_q);
+    flashcl_arg_int(&a, desc->heads_kv);
+    flashcl_arg_int(&a, group_size);
+    flashcl_arg_int(&a, desc->seqlen_q);
+    flashcl_arg_int(&a, desc->seqlen_k);
+    flashcl_arg_float(&a, scale);
+    flashcl_arg_int(&a, desc->causal != 0);
+    if (args_error == CL_SUCCESS) args_error = a.error;
+
+    a = (flashcl_kernel_args){kernels.dq, 0, CL_SUCCESS};
+    arg_inputs(&a, q, k, v, dout, lse, delta);
+    flashcl_arg_tensor(&a, dq);
+    flashcl_arg_int(&a, desc->heads_q);
+    flashcl_arg_int(&a, group_size);
+    flashcl_arg_int(&a, desc->seqlen_q);
+    flashcl_arg_int(&a, desc->seqlen_k);
+    flashcl_arg_float(&a, scale);
+    flashcl_arg_int(&a, desc->causal != 0);
+    if (args_error == CL_SUCCESS) args_error = a.error;
+    if (args_error != CL_SUCCESS) {
+        clReleaseMemObject(delta);
+        return flashcl_fail_cl(ctx, args_error, "clSetKernelArg (backward)");
+    }
+
+    /* The delta kernel is a plain row loop: any work-group size divides a
+     * global size rounded up to it. */
+    size_t delta_local[1] = {64};
+    if (delta_local[0] > ctx->limits.max_work_group_size) delta_local[0] = ctx->limits.max_work_group_size;
+    const size_t delta_global[1] = {(rows + delta_local[0] - 1) / delta_local[0] * delta_local[0]};
+    const size_t block = (size_t)plan.block_k, wg = plan.work_group_size;
+    const size_t key_blocks = ((size_t)desc->seqlen_k + block - 1) / block;
+    const size_t query_blocks = ((size_t)desc->seqlen_q + block - 1) / block;
+    const size_t dkdv_global[2] = {key_blocks * wg, (size_t)desc->batch * (size_t)desc->heads_kv};
+    const size_t dq_global[2] = {query_blocks * wg, (size_t)desc->batch * (size_t)desc->heads_q};
+    status = enqueue_all(ctx, &kernels, delta_global, delta_local, dkdv_global, dq_global, wg,
+                         num_events_in_wait_list, event_wait_list, event);
+    /* The kernels keep the buffer alive until they finish. */
+    clReleaseMemObject(delta);
+    if (status != FLASHCL_SUCCESS) return status;
+    flashcl_record_stats(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, desc, &plan, scratch_bytes);
+    return FLASHCL_SUCCESS;
 }
 
 flashcl_status flashcl_backward_host(flashcl_context *ctx, const flashcl_attention_desc *desc, flashcl_layout layout,
                                      const float *q, const float *k, const float *v, const float *dout, float *o,
                                      float *lse, float *dq, float *dk, float *dv) {
-    (void)desc, (void)layout, (void)q, (void)k, (void)v, (void)dout, (void)o, (void)lse, (void)dq, (void)dk, (void)dv;
     if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
-    return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "the backward pass is not built yet");
+    flashcl_clear_error(ctx);
+    flashcl_status status = flashcl_validate_desc(ctx, desc);
+    if (status != FLASHCL_SUCCESS) return status;
+    if (desc->dtype != FLASHCL_DTYPE_F32)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_backward_host takes float32 arrays only");
+    if (layout != FLASHCL_LAYOUT_BHSD && layout != FLASHCL_LAYOUT_BSHD)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown layout %d", (int)layout);
+    if (!q || !k || !v || !dout || !o || !dq || !dk || !dv)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                            "q, k, v, dout, o, dq, dk and dv must not be NULL (only lse may be)");
+
+    const size_t q_bytes = (size_t)desc->batch * desc->heads_q * desc->seqlen_q * desc->head_dim * sizeof(float);
+    const size_t kv_bytes = (size_t)desc->batch * desc->heads_kv * desc->seqlen_k * desc->head_dim * sizeof(float);
+    const size_t lse_bytes = (size_t)desc->batch * desc->heads_q * desc->seqlen_q * sizeof(float);
+    enum { BQ, BK, BV, BDO, BO, BL, BDQ, BDK, BDV, NUM_BUFFERS };
+    cl_mem buf[NUM_BUFFERS] = {NULL};
+    cl_event forward_done = NULL, backward_done = NULL;
+    const cl_mem_flags in = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
+    const struct {
+        cl_mem_flags flags;
+        size_t bytes;
+        const void *host;
+    } spec[NUM_BUFFERS] = {
+        [BQ] = {in, q_bytes, q},
+        [BK] = {in, kv_bytes, k},
+        [BV] = {in, kv_bytes, v},
+        [BDO] = {in, q_bytes, dout},
+        [BO] = {CL_MEM_READ_WRITE, q_bytes, NULL},
+        [BL] = {CL_MEM_READ_WRITE, lse_bytes, NULL},
+        [BDQ] = {CL_MEM_WRITE_ONLY, q_bytes, NULL},
+        [BDK] = {CL_MEM_WRITE_ONLY, kv_bytes, NULL},
+        [BDV] = {CL_MEM_WRITE_ONLY, kv_bytes, NULL},
+    };
+    cl_int err = CL_SUCCESS;
+    for (int i = 0; i < NUM_BUFFERS && err == CL_SUCCESS; ++i)
+        buf[i] = clCreateBuffer(ctx->context, spec[i].flags, spec[i].bytes, (void *)spec[i].host, &err);
+    if (err != CL_SUCCESS) {
+        status = flashcl_fail_cl(ctx, err, "clCreateBuffer");
+        goto done;
+    }
+    const int hq = desc->heads_q, hkv = desc->heads_kv, sq = desc->seqlen_q, sk = desc->seqlen_k, d = desc->head_dim;
+    const flashcl_tensor tq = flashcl_tensor_contiguous(buf[BQ], layout, hq, sq, d);
+    const flashcl_tensor tk = flashcl_tensor_contiguous(buf[BK], layout, hkv, sk, d);
+    const flashcl_tensor tv = flashcl_tensor_contiguous(buf[BV], layout, hkv, sk, d);
+    const flashcl_tensor tdo = flashcl_tensor_contiguous(buf[BDO], layout, hq, sq, d);
+    const flashcl_tensor to = flashcl_tensor_contiguous(buf[BO], layout, hq, sq, d);
+    const flashcl_tensor tl = flashcl_tensor_lse(buf[BL], hq, sq);
+    const flashcl_tensor tdq = flashcl_tensor_contiguous(buf[BDQ], layout, hq, sq, d);
+    const flashcl_tensor tdk = flashcl_tensor_contiguous(buf[BDK], layout, hkv, sk, d);
+    const flashcl_tensor tdv = flashcl_tensor_contiguous(buf[BDV], layout, hkv, sk, d);
+    /* Events chain the calls even if ctx wraps an out-of-order queue. */
+    status = flashcl_forward(ctx, desc, &tq, &tk, &tv, &to, &tl, 0, NULL, &forward_done);
+    if (status != FLASHCL_SUCCESS) goto done;
+    status = flashcl_backward(ctx, desc, &tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv, 1, &forward_done,
+                              &backward_done);
+    if (status != FLASHCL_SUCCESS) goto done;
+    struct {
+        cl_mem buffer;
+        size_t bytes;
+        void *host;
+    } reads[] = {{buf[BO], q_bytes, o},   {buf[BL], lse_bytes, lse}, {buf[BDQ], q_bytes, dq},
+                 {buf[BDK], kv_bytes, dk}, {buf[BDV], kv_bytes, dv}};
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0] && err == CL_SUCCESS; ++i)
+        if (reads[i].host)
+            err = clEnqueueReadBuffer(ctx->queue, reads[i].buffer, CL_TRUE, 0, reads[i].bytes, reads[i].host, 1,
+                                      &backward_done, NULL);
+    if (err != CL_SUCCESS) status = flashcl_fail_cl(ctx, err, "clEnqueueReadBuffer");
+done:
+    if (forward_done) clReleaseEvent(forward_done);
+    if (backward_done) clReleaseEvent(backward_done);
+    for (int i = 0; i < NUM_BUFFERS; ++i)
+        if (buf[i]) clReleaseMemObject(buf[i]);
+    return status;
 }

@@ -1,0 +1,325 @@
+// backward.cl: FlashAttention's backward pass (dQ, dK, dV by recomputing P tile by tile from Q, K and the LSE).
+//
+// Macros taken (host passes them with -D; the defaults let the file compile alone):
+//   HEAD_DIM   head dimension D (1..256)
+//   BLOCK_K    resident rows per work-group: K/V rows in flashcl_backward_dkdv,
+//              query rows in flashcl_backward_dq (the plan transposed)
+//   BLOCK_Q    streamed rows per step: query rows in dkdv, key rows in dq
+//   THREADS_K  work-items along the resident rows (BLOCK_K % THREADS_K == 0)
+//   THREADS_Q  work-items along the streamed rows and along the head dimension
+//              (BLOCK_Q % THREADS_Q == 0)
+//
+// Three kernels, run in this order on one queue:
+//   flashcl_backward_delta   D_i = rowsum(dO_i * O_i), the only scratch (O(N))
+//   flashcl_backward_dkdv  a work-group owns BLOCK_K keys of one K/V head and
+//                          walks every query of every query head of its group:
+//                          dV += P^T dO, dK += scale * dS^T Q
+//   flashcl_backward_dq    a work-group owns BLOCK_K queries of one head and
+//                          walks the keys: dQ += scale * dS K
+// with P = exp(scale * Q K^T - LSE) and dS = P * (dO V^T - D). Each gradient
+// element is owned by exactly one work-item, so no atomics are needed, and
+// every sum runs in a fixed order (head dims, then query heads and queries,
+// or keys, ascending) whatever the tile sizes: the result is bitwise the same
+// for every plan. Rows past the end or masked contribute exact zeros, which
+// leave a sum's bits unchanged.
+//
+// Work-item (tk, tq) owns resident rows tk + a*THREADS_K, streamed rows
+// tq + b*THREADS_Q of each score tile, and head-dim columns tq + j*THREADS_Q
+// of its resident rows' gradients.
+
+// Contracting a*b+c into fma is the compiler's choice per expression; forbid
+// it so that every plan's code rounds the same way.
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef BLOCK_Q
+#define BLOCK_Q 16
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 32
+#endif
+#ifndef THREADS_Q
+#define THREADS_Q 8
+#endif
+#ifndef THREADS_K
+#define THREADS_K 8
+#endif
+
+#if HEAD_DIM < 1 || HEAD_DIM > 256
+#error "HEAD_DIM must be in 1..256"
+#endif
+#if BLOCK_Q % THREADS_Q != 0 || BLOCK_K % THREADS_K != 0
+#error "BLOCK_Q and BLOCK_K must be multiples of THREADS_Q and THREADS_K"
+#endif
+
+#define WG_SIZE (THREADS_Q * THREADS_K)
+#define RES_PER_ITEM (BLOCK_K / THREADS_K)
+#define STR_PER_ITEM (BLOCK_Q / THREADS_Q)
+#define DIM_PADDED (((HEAD_DIM + THREADS_Q - 1) / THREADS_Q) * THREADS_Q)
+#define DIMS_PER_ITEM (DIM_PADDED / THREADS_Q)
+#define ROW_STRIDE FLASHCL_ODD_STRIDE(DIM_PADDED)
+#define S_STRIDE FLASHCL_ODD_STRIDE(BLOCK_Q)
+
+#if DIMS_PER_ITEM > 32
+#error "more than 32 head-dim columns per work-item (rusticl miscomputes them): raise THREADS_Q"
+#endif
+
+// Rows [row0, row0 + ROWS) of one head into a local tile, zero past `rows`
+// and past HEAD_DIM so padded lanes add exact zeros.
+#define LOAD_TILE(dst, src, base, stride_seq, row0, rows, ROWS)                                    \
+    for (int e = lid; e < (ROWS) * DIM_PADDED; e += WG_SIZE) {                                     \
+        int r = e / DIM_PADDED, d = e - r * DIM_PADDED;                                            \
+        int row = (row0) + r;                                                                      \
+        float x = 0.0f;                                                                            \
+        if (row < (rows) && d < HEAD_DIM) x = LOAD(src, (base) + (ulong)row * (stride_seq) + d);   \
+        (dst)[r * ROW_STRIDE + d] = x;                                                             \
+    }
+
+// s[a][b] = res1[a] . str1[b] and dp[a][b] = res2[a] . str2[b] over the head
+// dimension, in ascending order (both kernels compute the same bits).
+#define SCORE_TILES(s, dp, res1, str1, res2, str2)                                                 \
+    for (int ra = 0; ra < RES_PER_ITEM; ++ra)                                                      \
+        for (int sb = 0; sb < STR_PER_ITEM; ++sb) s[ra][sb] = dp[ra][sb] = 0.0f;                   \
+    for (int d = 0; d < DIM_PADDED; ++d) {                                                         \
+        float r1[RES_PER_ITEM], r2[RES_PER_ITEM], c1[STR_PER_ITEM], c2[STR_PER_ITEM];              \
+        for (int ra = 0; ra < RES_PER_ITEM; ++ra) {                                                \
+            r1[ra] = res1[(tk + ra * THREADS_K) * ROW_STRIDE + d];                                 \
+            r2[ra] = res2[(tk + ra * THREADS_K) * ROW_STRIDE + d];                                 \
+        }                                                                                          \
+        for (int sb = 0; sb < STR_PER_ITEM; ++sb) {                                                \
+            c1[sb] = str1[(tq + sb * THREADS_Q) * ROW_STRIDE + d];                                 \
+            c2[sb] = str2[(tq + sb * THREADS_Q) * ROW_STRIDE + d];                                 \
+        }                                                                                          \
+        for (int ra = 0; ra < RES_PER_ITEM; ++ra)                                                  \
+            for (int sb = 0; sb < STR_PER_ITEM; ++sb) {                                            \
+                s[ra][sb] += r1[ra] * c1[sb];                                                      \
+                dp[ra][sb] += r2[ra] * c2[sb];                                                     \
+            }                                                                                      \
+    }
+
+// The recomputed probability. A masked pair, a row past the end, or a fully
+// masked row (LSE = -inf) gives exactly 0, never exp(+inf) or NaN.
+inline float flashcl_probability(float score, float scale, float lse, int visible) {
+    return (visible && lse != -INFINITY) ? exp(score * scale - lse) : 0.0f;
+}
+
+__kernel void flashcl_backward_delta(__global const storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h,
+                                   ulong o_stride_s, __global const storage_t *dout, ulong do_offset,
+                                   ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
+                                   __global float *delta, int heads_q, int seqlen_q, ulong rows) {
+    const ulong index = get_global_id(0);
+    if (index >= rows) return;
+    const ulong bh = index / (ulong)seqlen_q;
+    const int i = (int)(index - bh * (ulong)seqlen_q);
+    const ulong b = bh / (ulong)heads_q, h = bh - b * (ulong)heads_q;
+    const ulong o_row = o_offset + b * o_stride_b + h * o_stride_h + (ulong)i * o_stride_s;
+    const ulong do_row = do_offset + b * do_stride_b + h * do_stride_h + (ulong)i * do_stride_s;
+    float sum = 0.0f;
+    for (int d = 0; d < HEAD_DIM; ++d) sum += LOAD(dout, do_row + d) * LOAD(o, o_row + d);
+    delta[index] = sum;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_dkdv(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global const storage_t *dout, ulong do_offset, ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
+    __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    __global const float *delta,
+    __global storage_t *dk, ulong dk_offset, ulong dk_stride_b, ulong dk_stride_h, ulong dk_stride_s,
+    __global storage_t *dv, ulong dv_offset, ulong dv_stride_b, ulong dv_stride_h, ulong dv_stride_s,
+    int heads_q, int heads_kv, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    __local float k_tile[BLOCK_K * ROW_STRIDE];
+    __local float v_tile[BLOCK_K * ROW_STRIDE];
+    __local float q_tile[BLOCK_Q * ROW_STRIDE];
+    __local float do_tile[BLOCK_Q * ROW_STRIDE];
+    __local float p_tile[BLOCK_K * S_STRIDE];
+    __local float ds_tile[BLOCK_K * S_STRIDE];
+    __local float lse_tile[BLOCK_Q];
+    __local float delta_tile[BLOCK_Q];
+
+    const int lid = (int)get_local_id(0);
+    const int tq = lid % THREADS_Q;
+    const int tk = lid / THREADS_Q;
+    const int k0 = (int)get_group_id(0) * BLOCK_K;
+    const int bh = (int)get_group_id(1);
+    const int b = bh / heads_kv;
+    const int hk = bh - b * heads_kv;
+
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    LOAD_TILE(k_tile, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
+    LOAD_TILE(v_tile, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
+
+    // Bottom-right causal alignment: key j is seen by queries i >= j - diagonal,
+    // so earlier query rows are skipped (the bound is uniform over the group).
+    const int diagonal = seqlen_k - seqlen_q;
+    const int q_begin = causal ? clamp(k0 - diagonal, 0, seqlen_q) : 0;
+
+    float dk_acc[RES_PER_ITEM][DIMS_PER_ITEM], dv_acc[RES_PER_ITEM][DIMS_PER_ITEM];
+    for (int a = 0; a < RES_PER_ITEM; ++a)
+        for (int j = 0; j < DIMS_PER_ITEM; ++j) dk_acc[a][j] = dv_acc[a][j] = 0.0f;
+
+    // GQA: this K/V head's gradient sums over its group of query heads here,
+    // in a fixed order, instead of through atomics or a second buffer.
+    for (int g = 0; g < group_size; ++g) {
+        const int h = hk * group_size + g;
+        const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
+        const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)h * do_stride_h;
+        const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;
+        const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)h) * (ulong)seqlen_q;
+        for (int s0 = q_begin; s0 < seqlen_q; s0 += BLOCK_Q) {
+            barrier(CLK_LOCAL_MEM_FENCE); // the previous step's readers are done with the tiles
+            LOAD_TILE(q_tile, q, q_base, q_stride_s, s0, seqlen_q, BLOCK_Q);
+            LOAD_TILE(do_tile, dout, do_base, do_stride_s, s0, seqlen_q, BLOCK_Q);
+            for (int r = lid; r < BLOCK_Q; r += WG_SIZE) {
+                const int row = s0 + r;
+                lse_tile[r] = row < seqlen_q ? lse[lse_base + (ulong)row * lse_stride_s] : -INFINITY;
+                delta_tile[r] = row < seqlen_q ? delta[delta_base + (ulong)row] : 0.0f;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+
+            float s[RES_PER_ITEM][STR_PER_ITEM], dp[RES_PER_ITEM][STR_PER_ITEM];
+            SCORE_TILES(s, dp, k_tile, q_tile, v_tile, do_tile);
+            for (int a = 0; a < RES_PER_ITEM; ++a) {
+                const int key = k0 + tk + a * THREADS_K;
+                for (int b2 = 0; b2 < STR_PER_ITEM; ++b2) {
+                    const int r = tq + b2 * THREADS_Q;
+                    const int row = s0 + r;
+                    const int visible = key < seqlen_k && row < seqlen_q && (!causal || key <= row + diagonal);
+                    const float p = flashcl_probability(s[a][b2], scale, lse_tile[r], visible);
+                    p_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p;
+                    ds_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p * (dp[a][b2] - delta_tile[r]);
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+
+            // Queries in ascending order, so the sum's order is the plan's no matter.
+            for (int c = 0; c < BLOCK_Q; ++c) {
+                float pc[RES_PER_ITEM], dsc[RES_PER_ITEM];
+                for (int a = 0; a < RES_PER_ITEM; ++a) {
+                    pc[a] = p_tile[(tk + a * THREADS_K) * S_STRIDE + c];
+                    dsc[a] = ds_tile[(tk + a * THREADS_K) * S_STRIDE + c];
+                }
+                for (int j = 0; j < DIMS_PER_ITEM; ++j) {
+                    const int d = tq + j * THREADS_Q;
+                    const float qd = q_tile[c * ROW_STRIDE + d], dod = do_tile[c * ROW_STRIDE + d];
+                    for (int a = 0; a < RES_PER_ITEM; ++a) {
+                        dv_acc[a][j] += pc[a] * dod;
+                        dk_acc[a][j] += dsc[a] * qd;
+                    }
+                }
+            }
+        }
+    }
+
+    const ulong dk_base = dk_offset + (ulong)b * dk_stride_b + (ulong)hk * dk_stride_h;
+    const ulong dv_base = dv_offset + (ulong)b * dv_stride_b + (ulong)hk * dv_stride_h;
+    for (int a = 0; a < RES_PER_ITEM; ++a) {
+        const int key = k0 + tk + a * THREADS_K;
+        if (key >= seqlen_k) continue;
+        for (int j = 0; j < DIMS_PER_ITEM; ++j) {
+            const int d = tq + j * THREADS_Q;
+            if (d >= HEAD_DIM) continue;
+            STORE(dk, dk_base + (ulong)key * dk_stride_s + d, dk_acc[a][j] * scale);
+            STORE(dv, dv_base + (ulong)key * dv_stride_s + d, dv_acc[a][j]);
+        }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_dq(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global const storage_t *dout, ulong do_offset, ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
+    __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    __global const float *delta,
+    __global storage_t *dq, ulong dq_offset, ulong dq_stride_b, ulong dq_stride_h, ulong dq_stride_s,
+    int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    // The plan transposed: BLOCK_K query rows stay, BLOCK_Q key rows stream,
+    // so the local footprint is the dkdv kernel's less one score tile.
+    __local float q_tile[BLOCK_K * ROW_STRIDE];
+    __local float do_tile[BLOCK_K * ROW_STRIDE];
+    __local float k_tile[BLOCK_Q * ROW_STRIDE];
+    __local float v_tile[BLOCK_Q * ROW_STRIDE];
+    __local float ds_tile[BLOCK_K * S_STRIDE];
+
+    const int lid = (int)get_local_id(0);
+    const int tq = lid % THREADS_Q;
+    const int tk = lid / THREADS_Q;
+    const int q0 = (int)get_group_id(0) * BLOCK_K;
+    const int bh = (int)get_group_id(1);
+    const int b = bh / heads_q;
+    const int h = bh - b * heads_q;
+    const int hk = h / group_size;
+
+    const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
+    const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)h * do_stride_h;
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    LOAD_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_K);
+    LOAD_TILE(do_tile, dout, do_base, do_stride_s, q0, seqlen_q, BLOCK_K);
+
+    // Each work-item's own rows' LSE and D, straight into registers.
+    float row_lse[RES_PER_ITEM], row_delta[RES_PER_ITEM];
+    for (int a = 0; a < RES_PER_ITEM; ++a) {
+        const int row = q0 + tk + a * THREADS_K;
+        row_lse[a] = -INFINITY;
+        row_delta[a] = 0.0f;
+        if (row < seqlen_q) {
+            row_lse[a] = lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h +
+                             (ulong)row * lse_stride_s];
+            row_delta[a] = delta[((ulong)b * (ulong)heads_q + (ulong)h) * (ulong)seqlen_q + (ulong)row];
+        }
+    }
+
+    const int diagonal = seqlen_k - seqlen_q;
+    const int key_end = causal ? clamp(q0 + BLOCK_K + diagonal, 0, seqlen_k) : seqlen_k; // later keys are masked
+
+    float dq_acc[RES_PER_ITEM][DIMS_PER_ITEM];
+    for (int a = 0; a < RES_PER_ITEM; ++a)
+        for (int j = 0; j < DIMS_PER_ITEM; ++j) dq_acc[a][j] = 0.0f;
+
+    for (int s0 = 0; s0 < key_end; s0 += BLOCK_Q) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        LOAD_TILE(k_tile, k, k_base, k_stride_s, s0, seqlen_k, BLOCK_Q);
+        LOAD_TILE(v_tile, v, v_base, v_stride_s, s0, seqlen_k, BLOCK_Q);
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        float s[RES_PER_ITEM][STR_PER_ITEM], dp[RES_PER_ITEM][STR_PER_ITEM];
+        SCORE_TILES(s, dp, q_tile, k_tile, do_tile, v_tile);
+        for (int a = 0; a < RES_PER_ITEM; ++a) {
+            const int row = q0 + tk + a * THREADS_K;
+            for (int b2 = 0; b2 < STR_PER_ITEM; ++b2) {
+                const int c = tq + b2 * THREADS_Q;
+                const int key = s0 + c;
+                const int visible = key < seqlen_k && row < seqlen_q && (!causal || key <= row + diagonal);
+                const float p = flashcl_probability(s[a][b2], scale, row_lse[a], visible);
+                ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = p * (dp[a][b2] - row_delta[a]);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        // Keys in ascending order, whatever the plan.
+        for (int c = 0; c < BLOCK_Q; ++c) {
+            float dsc[RES_PER_ITEM];
+            for (int a = 0; a < RES_PER_ITEM; ++a) dsc[a] = ds_tile[(tk + a * THREADS_K) * S_STRIDE + c];
+            for (int j = 0; j < DIMS_PER_ITEM; ++j) {
+                const float kd = k_tile[c * ROW_STRIDE + tq + j * THREADS_Q];
+                for (int a = 0; a < RES_PER_ITEM; ++a) dq_acc[a][j] += dsc[a] * kd;
+            }
+        }
+    }
+
+    const ulong dq_base = dq_offset + (ulong)b * dq_stride_b + (ulong)h * dq_stride_h;
+    for (int a = 0; a < RES_PER_ITEM; ++a) {
+        const int row = q0 + tk + a * THREADS_K;
+        if (row >= seqlen_q) continue;
+        for (int j = 0; j < DIMS_PER_ITEM; ++j) {
+            const int d = tq + j * THREADS_Q;
+            if (d < HEAD_DIM) STORE(dq, dq_base + (ulong)row * dq_stride_s + d, dq_acc[a][j] * scale);
+        }
+    }
+}
