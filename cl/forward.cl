@@ -15,7 +15,7 @@
 // ROWS_PER_ITEM rows is what makes the kernel FMA-bound rather than bound by
 // local-memory reads. Q and P are read four floats at a time.
 // Per key block: load K, V; scores in registers; row maxima through a small
-// local reduction; P = exp2(S - m) to local (scores in base 2); O = alpha*O + P V in registers.
+// local reduction; P = exp(S - m) to local; O = alpha*O + P V in registers.
 // The score matrix never leaves local memory.
 
 #ifndef HEAD_DIM
@@ -155,8 +155,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 
     // Bottom-right causal alignment: row i sees keys j <= i + diagonal.
     const int diagonal = seqlen_k - seqlen_q;
-    // Scores are kept in base 2 (scaled by log2(e)) so P = exp2(S - m).
-    const float scale_log2 = scale * M_LOG2E_F;
     int key_end = seqlen_k;
     if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k); // later blocks are fully masked
 
@@ -218,7 +216,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             float part = -INFINITY;
             for (int j = 0; j < KEYS_PER_ITEM; ++j) {
                 const int col = k0 + tk + j * THREADS_K;
-                float x = s[i][j] * scale_log2;
+                float x = s[i][j] * scale;
                 if (masked_block && (col >= seqlen_k || (causal && col > row + diagonal))) x = -INFINITY;
                 s[i][j] = x;
                 part = fmax(part, x);
@@ -240,11 +238,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             }
             for (int t = PART_QUADS * 4; t < THREADS_K; ++t) m = fmax(m, parts[r * R_STRIDE + t]);
             const float m_safe = (m == -INFINITY) ? 0.0f : m;
-            alpha[i] = exp2(row_max[i] - m_safe);
+            // exp(x) as exp2(x * log2(e)), applied to the difference x - m:
+            // small for the terms that matter, so the conversion adds almost
+            // no error, and m and LSE stay in natural units (the backward
+            // recomputes P from this LSE).
+            alpha[i] = exp2((row_max[i] - m_safe) * M_LOG2E_F);
             row_max[i] = m;
             float own_sum = 0.0f;
             for (int j = 0; j < KEYS_PER_ITEM; ++j) {
-                const float p = exp2(s[i][j] - m_safe);
+                const float p = exp2((s[i][j] - m_safe) * M_LOG2E_F);
                 p_tile[r * P_STRIDE + tk + j * THREADS_K] = p;
                 own_sum += p;
             }
@@ -315,6 +317,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         }
         if (write_lse && tk == 0)
             lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h + (ulong)row * lse_stride_s] =
-                l > 0.0f ? (row_max[i] + log2(l)) * M_LN2_F : -INFINITY;
+                l > 0.0f ? row_max[i] + log(l) : -INFINITY;
     }
 }

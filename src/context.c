@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "standard.h"
 
 void flashcl_context_options_init(flashcl_context_options *options) {
     if (options) memset(options, 0, sizeof *options);
@@ -120,6 +121,9 @@ fail:
 void flashcl_context_free(flashcl_context *ctx) {
     if (!ctx) return;
     flashcl_program_cache_free(ctx);
+    /* CLBlast's process-wide program cache retains every cl_context it has
+     * compiled for; only a full clear lets ours go (others recompile later). */
+    if (ctx->used_clblast) flashcl_standard_clear_clblast_cache();
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);
     if (ctx->context) clReleaseContext(ctx->context);
     free(ctx->kernel_dir);

@@ -21,6 +21,7 @@ struct flashcl_context {
     flashcl_plan forced_plan[2];
     flashcl_impl impl;          /* which implementation flashcl_forward/backward run */
     size_t memory_budget;       /* cap on extra device bytes per call, 0 = none */
+    int used_clblast;           /* CLBlast holds a reference to this context in its cache */
     flashcl_call_stats last_stats;
     int last_stats_valid;
     char error[FLASHCL_ERROR_CAPACITY];
