@@ -1,0 +1,146 @@
+/* make_inputs.c: writes random .npy inputs (and malformed files) for the end-to-end tests of `flashcl run`. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "half_float.h"
+#include "npy.h"
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: cli_make_inputs DIR LAYOUT DTYPE B,Hq,Hkv,Sq,Sk,D SEED\n"
+            "         writes DIR/q.npy k.npy v.npy dout.npy (LAYOUT bhsd|bshd, DTYPE f32|f16|bf16)\n"
+            "       cli_make_inputs --malformed DIR\n"
+            "         writes a valid small problem (good_q/k/v.npy) and malformed variants\n");
+}
+
+/* xorshift64*: reproducible data without depending on the C library's rand(). */
+static uint64_t rng_state;
+static double uniform(void) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+/* Roughly normal (Irwin-Hall of 4), like the randn inputs attention sees in practice. */
+static float random_value(void) { return (float)((uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7); }
+
+static int write_random(const char *dir, const char *name, const char *dtype, const size_t shape[4]) {
+    const size_t count = shape[0] * shape[1] * shape[2] * shape[3];
+    const int f32 = strcmp(dtype, "f32") == 0;
+    void *data = malloc(count * (f32 ? 4 : 2));
+    if (!data) return -1;
+    for (size_t i = 0; i < count; ++i) {
+        const float x = random_value();
+        if (f32)
+            ((float *)data)[i] = x;
+        else
+            ((uint16_t *)data)[i] = strcmp(dtype, "f16") == 0 ? float_to_half(x) : float_to_bf16(x);
+    }
+    const npy_dtype type = f32 ? NPY_DTYPE_F32 : strcmp(dtype, "f16") == 0 ? NPY_DTYPE_F16 : NPY_DTYPE_U16;
+    char path[4096], error[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    const int result = npy_write(path, type, 4, shape, data, error, sizeof error);
+    if (result != 0) fprintf(stderr, "cli_make_inputs: %s: %s\n", path, error);
+    free(data);
+    return result;
+}
+
+static int make_problem(char **argv) {
+    const char *dir = argv[1], *layout = argv[2], *dtype = argv[3];
+    int b, hq, hkv, sq, sk, d;
+    if (sscanf(argv[4], "%d,%d,%d,%d,%d,%d", &b, &hq, &hkv, &sq, &sk, &d) != 6 ||
+        (strcmp(layout, "bhsd") != 0 && strcmp(layout, "bshd") != 0) ||
+        (strcmp(dtype, "f32") != 0 && strcmp(dtype, "f16") != 0 && strcmp(dtype, "bf16") != 0)) {
+        usage();
+        return 2;
+    }
+    rng_state = strtoull(argv[5], NULL, 10) * 0x9E3779B97F4A7C15ull + 1;
+    const int bshd = strcmp(layout, "bshd") == 0;
+    const size_t q_shape[4] = {(size_t)b, (size_t)(bshd ? sq : hq), (size_t)(bshd ? hq : sq), (size_t)d};
+    const size_t kv_shape[4] = {(size_t)b, (size_t)(bshd ? sk : hkv), (size_t)(bshd ? hkv : sk), (size_t)d};
+    return write_random(dir, "q.npy", dtype, q_shape) || write_random(dir, "k.npy", dtype, kv_shape) ||
+                   write_random(dir, "v.npy", dtype, kv_shape) || write_random(dir, "dout.npy", dtype, q_shape)
+               ? 1
+               : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Malformed files: each breaks one rule of the format or of `flashcl run`.  */
+/* ------------------------------------------------------------------------ */
+
+static int write_bytes(const char *dir, const char *name, const void *bytes, size_t count) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(bytes, 1, count, f) != count) {
+        fprintf(stderr, "cli_make_inputs: cannot write %s\n", path);
+        if (f) fclose(f);
+        return -1;
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* A version 1.0 file with the given header dict and `data_bytes` bytes of data. */
+static int write_with_header(const char *dir, const char *name, const char *dict, size_t data_bytes) {
+    unsigned char buffer[4096];
+    const size_t dict_length = strlen(dict);
+    size_t header_length = dict_length + 1;
+    header_length += (64 - (10 + header_length) % 64) % 64;
+    if (10 + header_length + data_bytes > sizeof buffer) return -1;
+    memcpy(buffer, "\x93NUMPY\x01\x00", 8);
+    buffer[8] = (unsigned char)(header_length & 0xff);
+    buffer[9] = (unsigned char)(header_length >> 8);
+    memset(buffer + 10, ' ', header_length);
+    memcpy(buffer + 10, dict, dict_length);
+    buffer[10 + header_length - 1] = '\n';
+    for (size_t i = 0; i < data_bytes; ++i) buffer[10 + header_length + i] = (unsigned char)(i * 7);
+    return write_bytes(dir, name, buffer, 10 + header_length + data_bytes);
+}
+
+static int make_malformed(const char *dir) {
+    rng_state = 12345;
+    /* The valid problem: Q (1,2,5,8), K and V (1,1,7,8), float32, bhsd. */
+    const size_t q_shape[4] = {1, 2, 5, 8}, kv_shape[4] = {1, 1, 7, 8};
+    const size_t q_bytes = 1 * 2 * 5 * 8 * 4;
+    int failed = write_random(dir, "good_q.npy", "f32", q_shape) || write_random(dir, "good_k.npy", "f32", kv_shape) ||
+                 write_random(dir, "good_v.npy", "f32", kv_shape);
+    /* Shapes that do not fit the valid Q. */
+    const size_t v_other_dim[4] = {1, 1, 7, 9}, k_batch[4] = {2, 1, 7, 8}, k_heads3[4] = {1, 3, 7, 8};
+    failed = failed || write_random(dir, "v_dim9.npy", "f32", v_other_dim) ||
+             write_random(dir, "kv_batch2.npy", "f32", k_batch) || write_random(dir, "kv_heads3.npy", "f32", k_heads3) ||
+             write_random(dir, "q_f16.npy", "f16", q_shape) || write_random(dir, "q_u2.npy", "bf16", q_shape);
+    failed = failed || write_with_header(dir, "rank3.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 5, 8), }", 2 * 5 * 8 * 4);
+    failed = failed || write_with_header(dir, "fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2, 5, 8), }", q_bytes);
+    failed = failed || write_with_header(dir, "dtype_f8.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 5, 8), }", q_bytes * 2);
+    failed = failed || write_with_header(dir, "big_endian.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (1, 2, 5, 8), }", q_bytes);
+    failed = failed || write_with_header(dir, "bad_header.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 5, 8 }", q_bytes);
+    failed = failed || write_with_header(dir, "truncated_data.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 5, 8), }", q_bytes - 6);
+    /* Header length promising more than the file has. */
+    static const unsigned char truncated_header[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortr";
+    failed = failed || write_bytes(dir, "truncated_header.npy", truncated_header, sizeof truncated_header - 1);
+    static const unsigned char bad_magic[] = "\x93NUMPX\x01\x00\x76\x00{'descr': '<f4'}";
+    failed = failed || write_bytes(dir, "bad_magic.npy", bad_magic, sizeof bad_magic - 1);
+    failed = failed || write_bytes(dir, "empty.npy", "", 0);
+    return failed ? 1 : 0;
+}
+
+/* The output directory, created if needed (its parent must exist). */
+static int ensure_dir(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    if (mkdir(dir, 0777) == 0) return 0;
+    fprintf(stderr, "cli_make_inputs: cannot create directory %s\n", dir);
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--malformed") == 0 && ensure_dir(argv[2]) != 0) return 1;
+    if (argc == 6 && ensure_dir(argv[1]) != 0) return 1;
+    if (argc == 3 && strcmp(argv[1], "--malformed") == 0) return make_malformed(argv[2]);
+    if (argc == 6) return make_problem(argv);
+    usage();
+    return 2;
+}

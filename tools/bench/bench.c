@@ -1,0 +1,209 @@
+/* bench.c: `flashcl bench`: the sweep over sequence lengths, implementations and directions, and the exit status. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_buffers.h"
+#include "bench_options.h"
+#include "bench_record.h"
+#include "bench_report.h"
+#include "bench_run.h"
+
+/* Allowed max|flash - standard| relative to max(1, max|standard|). Both
+ * compute in float from the same rounded inputs, so f32 outputs differ by
+ * summation order only; f16 and bf16 outputs by about one rounding of the
+ * storage type (2^-11 and 2^-8 relative), given a few units of margin. */
+static double check_tolerance(flashcl_dtype dtype) {
+    switch (dtype) {
+    case FLASHCL_DTYPE_F16: return 4e-3;
+    case FLASHCL_DTYPE_BF16: return 3e-2;
+    default: return 1e-4;
+    }
+}
+
+typedef struct sweep_state {
+    flashcl_context *ctx;
+    const bench_options *options;
+    bench_record_list records;
+    int failed; /* a measurement that should have run did not, or a check failed */
+} sweep_state;
+
+static void push(sweep_state *s, const bench_record *record) {
+    if (!bench_records_push(&s->records, record)) {
+        fprintf(stderr, "flashcl bench: out of host memory for the results\n");
+        s->failed = 1;
+    }
+}
+
+/* Flash and standard ran on the same inputs: compare and note the result on the flash record. */
+static void compare_outputs(const float *flash, const float *standard, size_t count, bench_record *flash_record,
+                            int *failed) {
+    double max_diff = 0.0, max_reference = 0.0;
+    int nan_seen = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const double diff = fabs((double)flash[i] - (double)standard[i]);
+        if (isnan(diff)) nan_seen = 1;
+        else if (diff > max_diff) max_diff = diff;
+        if (fabs((double)standard[i]) > max_reference) max_reference = fabs((double)standard[i]);
+    }
+    const double tolerance = check_tolerance(flash_record->dtype) * (max_reference > 1.0 ? max_reference : 1.0);
+    flash_record->max_abs_err = nan_seen ? NAN : max_diff;
+    if (nan_seen || max_diff > tolerance) {
+        flash_record->check_failed = 1;
+        snprintf(flash_record->status, sizeof flash_record->status, "check failed");
+        fprintf(stderr, "flashcl bench: N=%d %s: flash and standard differ: max abs difference %s%.3g > %.3g\n",
+                flash_record->seqlen, bench_direction_name(flash_record->direction), nan_seen ? "NaN, " : "",
+                max_diff, tolerance);
+        *failed = 1;
+    }
+}
+
+/* Rows for a size whose own tensors could not be allocated. */
+static void record_skipped_size(sweep_state *s, const flashcl_attention_desc *desc, flashcl_status status) {
+    const bench_options *o = s->options;
+    for (int direction = 0; direction <= (o->backward ? 1 : 0); ++direction)
+        for (int i = 0; i < o->impl_count; ++i) {
+            bench_record r;
+            memset(&r, 0, sizeof r);
+            r.impl = o->impl_order[i];
+            r.direction = (bench_direction)direction;
+            r.batch = desc->batch;
+            r.heads = desc->heads_q;
+            r.seqlen = desc->seqlen_q;
+            r.head_dim = desc->head_dim;
+            r.causal = desc->causal;
+            r.dtype = desc->dtype;
+            r.median_ms = r.tflops = r.extra_device_bytes = r.predicted_hbm_bytes = r.max_abs_err = NAN;
+            r.out_of_memory = status == FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY;
+            snprintf(r.status, sizeof r.status, "%s", flashcl_status_string(status));
+            push(s, &r);
+        }
+}
+
+static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc, const bench_buffers *buffers,
+                              bench_direction direction) {
+    const bench_options *o = s->options;
+    const int compare = o->check && o->impl_count == 2;
+    bench_record records[2];
+    float *outputs[2] = {NULL, NULL};
+    size_t counts[2] = {0, 0};
+    for (int i = 0; i < o->impl_count; ++i) {
+        const flashcl_impl impl = o->impl_order[i];
+        bench_progress_begin("N=%d B=%d H=%d d=%d %s %s", desc->seqlen_q, desc->batch, desc->heads_q,
+                             desc->head_dim, bench_impl_name(impl), bench_direction_name(direction));
+        const bench_timing_request request = {s->ctx, desc, buffers, impl, direction, o->warmup, o->repeat};
+        bench_record *r = &records[impl];
+        if (bench_time(&request, r) == FLASHCL_SUCCESS && compare &&
+            bench_capture(&request, &outputs[impl], &counts[impl]) != FLASHCL_SUCCESS)
+            s->failed = 1;
+        /* The standard implementation running out of device memory is the
+         * point of the comparison, not a failure. */
+        if (!r->ok && !(impl == FLASHCL_IMPL_STANDARD && r->out_of_memory)) s->failed = 1;
+    }
+    bench_progress_done();
+    if (outputs[FLASHCL_IMPL_FLASH] && outputs[FLASHCL_IMPL_STANDARD])
+        compare_outputs(outputs[FLASHCL_IMPL_FLASH], outputs[FLASHCL_IMPL_STANDARD], counts[FLASHCL_IMPL_FLASH],
+                        &records[FLASHCL_IMPL_FLASH], &s->failed);
+    for (int i = 0; i < o->impl_count; ++i) push(s, &records[o->impl_order[i]]);
+    free(outputs[0]);
+    free(outputs[1]);
+}
+
+static void measure_size(sweep_state *s, int seqlen) {
+    const bench_options *o = s->options;
+    flashcl_attention_desc desc;
+    flashcl_attention_desc_init(&desc, bench_batch_for(o, seqlen), bench_heads_for(o), seqlen, seqlen, o->head_dim);
+    desc.dtype = o->dtype;
+    desc.causal = o->causal;
+    /* Only decides whether a second input set fits beside the standard
+     * implementation's N x N scores (and its backward's gradient of them). */
+    const double scores = (double)desc.batch * desc.heads_q * (double)seqlen * seqlen * sizeof(float);
+    const double scratch = o->run_impl[FLASHCL_IMPL_STANDARD] ? (o->backward ? 2.0 : 1.0) * scores : 0.0;
+    const uint64_t seed = 0x243f6a8885a308d3ull ^ ((uint64_t)seqlen << 20) ^ (uint64_t)o->head_dim;
+    bench_buffers buffers;
+    char message[512];
+    const flashcl_status status =
+        bench_buffers_create(s->ctx, &desc, o->backward, scratch, seed, &buffers, message, sizeof message);
+    if (status != FLASHCL_SUCCESS) {
+        fprintf(stderr, "flashcl bench: N=%d skipped: %s: %s\n", seqlen, flashcl_status_string(status), message);
+        record_skipped_size(s, &desc, status);
+        s->failed = 1;
+        return;
+    }
+    measure_direction(s, &desc, &buffers, BENCH_DIR_FORWARD);
+    if (o->backward) measure_direction(s, &desc, &buffers, BENCH_DIR_FORWARD_BACKWARD);
+    bench_buffers_release(&buffers);
+}
+
+/* Applies --memory-budget and --plan to the context; 0 or -1 with a message. */
+static int configure_context(flashcl_context *ctx, const bench_options *o) {
+    if (o->memory_budget && flashcl_context_set_memory_budget(ctx, o->memory_budget) != FLASHCL_SUCCESS) {
+        fprintf(stderr, "flashcl bench: setting the memory budget: %s\n", flashcl_last_error(ctx));
+        return -1;
+    }
+    if (!o->plan_forced) return 0;
+    flashcl_device_limits limits;
+    flashcl_plan plan = o->plan;
+    char reason[256] = "";
+    flashcl_status status = flashcl_context_limits(ctx, &limits);
+    if (status == FLASHCL_SUCCESS)
+        status = flashcl_plan_check(&limits, FLASHCL_PASS_FORWARD, o->head_dim, o->dtype, &plan, reason, sizeof reason);
+    if (status == FLASHCL_SUCCESS) status = flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &plan);
+    if (status != FLASHCL_SUCCESS) {
+        fprintf(stderr, "flashcl bench: --plan %d,%d,%d,%d: %s%s%s\n", plan.block_q, plan.block_k, plan.threads_q,
+                plan.threads_k, flashcl_status_string(status), reason[0] ? ": " : "",
+                reason[0] ? reason : flashcl_last_error(ctx));
+        return -1;
+    }
+    return 0;
+}
+
+static int write_outputs(const bench_options *o, const bench_record_list *records) {
+    int ok = 1;
+    if (o->json_path) ok &= bench_write_json(o->json_path, records) == 0;
+    if (o->csv_path) ok &= bench_write_csv(o->csv_path, records) == 0;
+    /* Last, so that a missing gnuplot still leaves the JSON and CSV written. */
+    if (o->plot_path) ok &= bench_write_plot(o->plot_path, o, records) == 0;
+    return ok;
+}
+
+int flashcl_bench_main(int argc, char **argv) {
+    bench_options options;
+    switch (bench_parse_options(argc, argv, &options, stderr)) {
+    case BENCH_PARSE_HELP: bench_print_usage(stdout); return BENCH_EXIT_OK;
+    case BENCH_PARSE_ERROR: bench_print_usage(stderr); return BENCH_EXIT_USAGE;
+    case BENCH_PARSE_OK: break;
+    }
+
+    flashcl_context_options context_options;
+    flashcl_context_options_init(&context_options);
+    context_options.device = options.device;
+    context_options.enable_profiling = 1;
+    sweep_state s;
+    memset(&s, 0, sizeof s);
+    s.options = &options;
+    const flashcl_status status = flashcl_context_create(&s.ctx, &context_options);
+    if (status != FLASHCL_SUCCESS) {
+        fprintf(stderr, "flashcl bench: no context: %s: %s\n", flashcl_status_string(status),
+                flashcl_last_error(NULL));
+        return BENCH_EXIT_FAILURE;
+    }
+    if (clGetDeviceInfo(flashcl_context_device(s.ctx), CL_DEVICE_NAME, sizeof s.records.device, s.records.device,
+                        NULL) != CL_SUCCESS)
+        snprintf(s.records.device, sizeof s.records.device, "unknown device");
+    if (configure_context(s.ctx, &options) != 0) {
+        flashcl_context_free(s.ctx);
+        return BENCH_EXIT_FAILURE;
+    }
+
+    for (int i = 0; i < options.seqlen_count; ++i) measure_size(&s, options.seqlens[i]);
+    bench_print_table(stdout, &options, &s.records);
+    fflush(stdout);
+    if (!write_outputs(&options, &s.records)) s.failed = 1;
+
+    bench_records_free(&s.records);
+    flashcl_context_free(s.ctx);
+    return s.failed ? BENCH_EXIT_FAILURE : BENCH_EXIT_OK;
+}

@@ -1,0 +1,108 @@
+/* bench_export.c: the records as a JSON list and as CSV, with the same columns; null / empty where no number exists. */
+#include <math.h>
+#include <string.h>
+
+#include "bench_report.h"
+
+/* JSON strings escape the quote, the backslash and control characters. */
+static void write_json_string(FILE *f, const char *text) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)text; *p; ++p) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* CSV fields are quoted and double their quotes. */
+static void write_csv_string(FILE *f, const char *text) {
+    fputc('"', f);
+    for (const char *p = text; *p; ++p) {
+        if (*p == '"') fputc('"', f);
+        fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* Byte counts stay exact integers; measured values keep 6 significant digits. */
+static void write_number(FILE *f, double value, const char *missing) {
+    if (isnan(value) || isinf(value))
+        fputs(missing, f);
+    else if (value == floor(value) && fabs(value) < 9007199254740992.0)
+        fprintf(f, "%.0f", value);
+    else
+        fprintf(f, "%.6g", value);
+}
+
+static FILE *open_output(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) perror(path);
+    return f;
+}
+
+static int close_output(FILE *f, const char *path) {
+    const int failed = ferror(f);
+    if (fclose(f) != 0 || failed) {
+        fprintf(stderr, "flashcl bench: writing %s failed\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+int bench_write_json(const char *path, const bench_record_list *records) {
+    FILE *f = open_output(path);
+    if (!f) return -1;
+    fputs("[\n", f);
+    for (size_t i = 0; i < records->count; ++i) {
+        const bench_record *r = &records->items[i];
+        fputs("  {\"impl\": ", f);
+        write_json_string(f, bench_impl_name(r->impl));
+        fputs(", \"direction\": ", f);
+        write_json_string(f, bench_direction_name(r->direction));
+        fprintf(f, ", \"batch\": %d, \"heads\": %d, \"seqlen\": %d, \"head_dim\": %d, \"causal\": %s, \"dtype\": ",
+                r->batch, r->heads, r->seqlen, r->head_dim, r->causal ? "true" : "false");
+        write_json_string(f, bench_dtype_name(r->dtype));
+        const char *names[] = {"median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes", "max_abs_err"};
+        const double values[] = {r->median_ms, r->tflops, r->extra_device_bytes, r->predicted_hbm_bytes,
+                                 r->max_abs_err};
+        for (int k = 0; k < 5; ++k) {
+            fprintf(f, ", \"%s\": ", names[k]);
+            write_number(f, values[k], "null");
+        }
+        fputs(", \"status\": ", f);
+        write_json_string(f, r->status);
+        fputs(", \"device\": ", f);
+        write_json_string(f, records->device);
+        fprintf(f, "}%s\n", i + 1 < records->count ? "," : "");
+    }
+    fputs("]\n", f);
+    return close_output(f, path);
+}
+
+int bench_write_csv(const char *path, const bench_record_list *records) {
+    FILE *f = open_output(path);
+    if (!f) return -1;
+    fputs("impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,extra_device_bytes,"
+          "predicted_hbm_bytes,max_abs_err,status,device\n", f);
+    for (size_t i = 0; i < records->count; ++i) {
+        const bench_record *r = &records->items[i];
+        fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
+                r->heads, r->seqlen, r->head_dim, r->causal ? "true" : "false", bench_dtype_name(r->dtype));
+        const double values[] = {r->median_ms, r->tflops, r->extra_device_bytes, r->predicted_hbm_bytes,
+                                 r->max_abs_err};
+        for (int k = 0; k < 5; ++k) {
+            fputc(',', f);
+            write_number(f, values[k], "");
+        }
+        fputc(',', f);
+        write_csv_string(f, r->status);
+        fputc(',', f);
+        write_csv_string(f, records->device);
+        fputc('\n', f);
+    }
+    return close_output(f, path);
+}

@@ -1,0 +1,255 @@
+/* bench_options.c: parsing and usage text of `flashcl bench`'s options, and the protocol's defaults. */
+#include "bench_options.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int PROTOCOL_SEQLENS[] = {512, 1024, 2048, 4096, 8192, 16384};
+enum { PROTOCOL_HIDDEN = 2048, PROTOCOL_TOKENS = 16384 };
+
+void bench_print_usage(FILE *out) {
+    fprintf(out,
+            "usage: flashcl bench [options]\n"
+            "Times flash attention against standard attention (CLBlast GEMMs + softmax, N x N\n"
+            "scores in device memory) over a sweep of sequence lengths, and checks that both agree.\n"
+            "Defaults follow the FlashAttention-2 protocol: hidden size 2048 (heads = 2048 / d),\n"
+            "batch = 16384 / N.\n\n"
+            "  --seqlens LIST        sequence lengths N (default 512,1024,2048,4096,8192,16384)\n"
+            "  --head-dim D          head dimension (default 64)\n"
+            "  --batch B             batch size (default 16384 / N)\n"
+            "  --heads H             heads (default 2048 / D)\n"
+            "  --causal              causal mask (FLOPs halved)\n"
+            "  --dtype f32|f16|bf16  storage type of Q, K, V, O (default f32)\n"
+            "  --impl LIST           flash, standard or both (default flash,standard)\n"
+            "  --repeat R            timed runs per measurement; the median is reported (default 10)\n"
+            "  --warmup W            untimed runs first: kernel builds, first launches (default 2)\n"
+            "  --backward            also time forward+backward (FLOPs = 3.5 x forward)\n"
+            "  --device SPEC         device index or name substring (default: FLASHCL_DEVICE, else first GPU)\n"
+            "  --json FILE           write the records as a JSON list\n"
+            "  --csv FILE            write the records as CSV\n"
+            "  --plot FILE.png       draw speedup and extra memory versus N (needs gnuplot)\n"
+            "  --plan BQ,BK,TQ,TK    force the flash forward tile plan\n"
+            "  --memory-budget BYTES cap on extra device memory per call (suffixes K, M, G: KiB, MiB, GiB)\n"
+            "  --no-check            do not compare flash against standard\n"
+            "  --help                this text\n\n"
+            "Times are wall-clock medians around clFinish, one clock for both implementations.\n"
+            "The check compares the outputs (forward: O; forward+backward: dQ, dK, dV) of both\n"
+            "on the same random inputs (uniform in [-1, 1]) and passes when\n"
+            "max|flash - standard| <= tol * max(1, max|standard|), tol = 1e-4 (f32), 4e-3 (f16),\n"
+            "3e-2 (bf16). It is skipped where the standard implementation did not run.\n"
+            "Exit status: 0 all measurements ran and the check passed (standard out of device\n"
+            "memory is not a failure), 1 otherwise, 2 bad options.\n");
+}
+
+int bench_batch_for(const bench_options *options, int seqlen) {
+    if (options->batch > 0) return options->batch;
+    const int batch = PROTOCOL_TOKENS / seqlen;
+    return batch > 0 ? batch : 1;
+}
+
+int bench_heads_for(const bench_options *options) {
+    if (options->heads > 0) return options->heads;
+    const int heads = PROTOCOL_HIDDEN / options->head_dim;
+    return heads > 0 ? heads : 1;
+}
+
+/* Whole-string integer in [min, max]. */
+static int parse_long(const char *text, long min, long max, long *out) {
+    char *end = NULL;
+    errno = 0;
+    const long value = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value < min || value > max) return -1;
+    *out = value;
+    return 0;
+}
+
+static int parse_int(const char *text, int min, int max, int *out) {
+    long value;
+    if (parse_long(text, min, max, &value)) return -1;
+    *out = (int)value;
+    return 0;
+}
+
+/* "1048576", "512K", "64M", "2G" (binary multiples). */
+static int parse_bytes(const char *text, size_t *out) {
+    char *end = NULL;
+    errno = 0;
+    if (text[0] == '-') return -1;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || end == text) return -1;
+    unsigned shift = 0;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        default: return -1;
+        }
+        if (end[1] != '\0' && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0) return -1;
+    }
+    if (shift && value > (~0ull >> shift)) return -1;
+    value <<= shift;
+    if (value > (unsigned long long)SIZE_MAX) return -1;
+    *out = (size_t)value;
+    return 0;
+}
+
+/* "512,1024,...": each element a positive integer. */
+static int parse_seqlens(const char *text, bench_options *o) {
+    o->seqlen_count = 0;
+    const char *p = text;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        const size_t length = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (length == 0 || length >= sizeof item || o->seqlen_count == BENCH_MAX_SEQLENS) return -1;
+        memcpy(item, p, length);
+        item[length] = '\0';
+        if (parse_int(item, 1, 1 << 24, &o->seqlens[o->seqlen_count])) return -1;
+        o->seqlen_count++;
+        if (!comma) return 0;
+        p = comma + 1;
+    }
+}
+
+static int parse_impls(const char *text, bench_options *o) {
+    o->run_impl[0] = o->run_impl[1] = 0;
+    o->impl_count = 0;
+    const char *p = text;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        const size_t length = comma ? (size_t)(comma - p) : strlen(p);
+        flashcl_impl impl;
+        if (length == 5 && strncmp(p, "flash", 5) == 0)
+            impl = FLASHCL_IMPL_FLASH;
+        else if (length == 8 && strncmp(p, "standard", 8) == 0)
+            impl = FLASHCL_IMPL_STANDARD;
+        else
+            return -1;
+        if (o->run_impl[impl]) return -1;
+        o->run_impl[impl] = 1;
+        o->impl_order[o->impl_count++] = impl;
+        if (!comma) return 0;
+        p = comma + 1;
+    }
+}
+
+static int parse_plan(const char *text, flashcl_plan *plan) {
+    int values[4];
+    int n = 0;
+    const char *p = text;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        const size_t length = comma ? (size_t)(comma - p) : strlen(p);
+        char item[16];
+        if (n == 4 || length == 0 || length >= sizeof item) return -1;
+        memcpy(item, p, length);
+        item[length] = '\0';
+        if (parse_int(item, 1, 1 << 16, &values[n++])) return -1;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (n != 4) return -1;
+    memset(plan, 0, sizeof *plan);
+    plan->block_q = values[0];
+    plan->block_k = values[1];
+    plan->threads_q = values[2];
+    plan->threads_k = values[3];
+    return 0;
+}
+
+static void set_defaults(bench_options *o) {
+    memset(o, 0, sizeof *o);
+    o->seqlen_count = (int)(sizeof PROTOCOL_SEQLENS / sizeof PROTOCOL_SEQLENS[0]);
+    memcpy(o->seqlens, PROTOCOL_SEQLENS, sizeof PROTOCOL_SEQLENS);
+    o->head_dim = 64;
+    o->dtype = FLASHCL_DTYPE_F32;
+    o->run_impl[FLASHCL_IMPL_FLASH] = o->run_impl[FLASHCL_IMPL_STANDARD] = 1;
+    o->impl_order[0] = FLASHCL_IMPL_FLASH;
+    o->impl_order[1] = FLASHCL_IMPL_STANDARD;
+    o->impl_count = 2;
+    o->repeat = 10;
+    o->warmup = 2;
+    o->check = 1;
+}
+
+/* The value of an option given as "--name X" or "--name=X"; NULL if missing. */
+static const char *option_value(int argc, char **argv, int *i, const char *equals) {
+    if (equals) return equals + 1;
+    if (*i + 1 >= argc) return NULL;
+    return argv[++*i];
+}
+
+bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, FILE *err) {
+    set_defaults(o);
+    for (int i = 1; i < argc; ++i) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) return BENCH_PARSE_HELP;
+        const char *equals = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        const size_t name_length = equals ? (size_t)(equals - arg) : strlen(arg);
+        char name[32];
+        if (name_length >= sizeof name) {
+            fprintf(err, "flashcl bench: unknown option '%s'\n", arg);
+            return BENCH_PARSE_ERROR;
+        }
+        memcpy(name, arg, name_length);
+        name[name_length] = '\0';
+
+        /* Flags take no value. */
+        int *flag = strcmp(name, "--causal") == 0     ? &o->causal
+                    : strcmp(name, "--backward") == 0 ? &o->backward
+                                                      : NULL;
+        if (flag || strcmp(name, "--no-check") == 0) {
+            if (equals) {
+                fprintf(err, "flashcl bench: %s takes no value\n", name);
+                return BENCH_PARSE_ERROR;
+            }
+            if (flag)
+                *flag = 1;
+            else
+                o->check = 0;
+            continue;
+        }
+
+        static const char *const valued[] = {"--seqlens", "--head-dim", "--batch", "--heads", "--dtype",
+                                             "--impl", "--repeat", "--warmup", "--device", "--json",
+                                             "--csv", "--plot", "--plan", "--memory-budget"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; ++k) known |= strcmp(name, valued[k]) == 0;
+        if (!known) {
+            fprintf(err, "flashcl bench: unknown option '%s'\n", arg);
+            return BENCH_PARSE_ERROR;
+        }
+        const char *value = option_value(argc, argv, &i, equals);
+        if (!value || !*value) {
+            fprintf(err, "flashcl bench: %s needs a value\n", name);
+            return BENCH_PARSE_ERROR;
+        }
+        int bad = 0;
+        if (strcmp(name, "--seqlens") == 0) bad = parse_seqlens(value, o);
+        else if (strcmp(name, "--head-dim") == 0) bad = parse_int(value, 1, FLASHCL_MAX_HEAD_DIM, &o->head_dim);
+        else if (strcmp(name, "--batch") == 0) bad = parse_int(value, 1, 1 << 20, &o->batch);
+        else if (strcmp(name, "--heads") == 0) bad = parse_int(value, 1, 1 << 16, &o->heads);
+        else if (strcmp(name, "--repeat") == 0) bad = parse_int(value, 1, 100000, &o->repeat);
+        else if (strcmp(name, "--warmup") == 0) bad = parse_int(value, 0, 100000, &o->warmup);
+        else if (strcmp(name, "--impl") == 0) bad = parse_impls(value, o);
+        else if (strcmp(name, "--plan") == 0) bad = parse_plan(value, &o->plan), o->plan_forced = 1;
+        else if (strcmp(name, "--memory-budget") == 0) bad = parse_bytes(value, &o->memory_budget);
+        else if (strcmp(name, "--device") == 0) o->device = value;
+        else if (strcmp(name, "--json") == 0) o->json_path = value;
+        else if (strcmp(name, "--csv") == 0) o->csv_path = value;
+        else if (strcmp(name, "--plot") == 0) o->plot_path = value;
+        else if (strcmp(name, "--dtype") == 0) {
+            if (strcmp(value, "f32") == 0) o->dtype = FLASHCL_DTYPE_F32;
+            else if (strcmp(value, "f16") == 0) o->dtype = FLASHCL_DTYPE_F16;
+            else if (strcmp(value, "bf16") == 0) o->dtype = FLASHCL_DTYPE_BF16;
+            else bad = 1;
+        }
+        if (bad) {
+            fprintf(err, "flashcl bench: bad value '%s' for %s\n", value, name);
+            return BENCH_PARSE_ERROR;
+        }
+    }
+    return BENCH_PARSE_OK;
+}

@@ -1,0 +1,47 @@
+/* bench_record.h: one measurement of the sweep (size, implementation, direction) and the growing list of them. */
+#ifndef FLASHCL_TOOLS_BENCH_RECORD_H
+#define FLASHCL_TOOLS_BENCH_RECORD_H
+
+#include <stddef.h>
+
+#include "flashcl.h"
+
+typedef enum { BENCH_DIR_FORWARD = 0, BENCH_DIR_FORWARD_BACKWARD = 1 } bench_direction;
+
+/* Numbers that do not exist (a failed row, the error of a row not checked)
+ * are NaN and written as null / left empty. */
+typedef struct bench_record {
+    flashcl_impl impl;
+    bench_direction direction;
+    int batch, heads, seqlen, head_dim, causal;
+    flashcl_dtype dtype;
+    double median_ms;
+    double tflops;
+    double extra_device_bytes;
+    double predicted_hbm_bytes;
+    double max_abs_err;
+    int ok;            /* the measurement ran */
+    int out_of_memory; /* it failed for lack of device memory */
+    int check_failed;  /* max_abs_err exceeded the tolerance */
+    char status[160];  /* "ok" or what went wrong */
+} bench_record;
+
+typedef struct bench_record_list {
+    bench_record *items;
+    size_t count, capacity;
+    char device[256];
+} bench_record_list;
+
+/* Appends a copy; returns the stored record, or NULL if out of memory. */
+bench_record *bench_records_push(bench_record_list *list, const bench_record *record);
+void bench_records_free(bench_record_list *list);
+
+/* The record of (seqlen, impl, direction), or NULL. */
+const bench_record *bench_records_find(const bench_record_list *list, int seqlen, flashcl_impl impl,
+                                       bench_direction direction);
+
+const char *bench_direction_name(bench_direction direction);
+const char *bench_dtype_name(flashcl_dtype dtype);
+const char *bench_impl_name(flashcl_impl impl);
+
+#endif

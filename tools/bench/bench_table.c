@@ -1,0 +1,67 @@
+/* bench_table.c: the human-readable results table `flashcl bench` prints on stdout. */
+#include <math.h>
+#include <string.h>
+
+#include "bench_report.h"
+
+void bench_format_bytes(double bytes, char *out, size_t out_size) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (isnan(bytes)) {
+        snprintf(out, out_size, "-");
+        return;
+    }
+    int unit = 0;
+    while (bytes >= 1024.0 && unit < 5) {
+        bytes /= 1024.0;
+        unit++;
+    }
+    if (unit == 0)
+        snprintf(out, out_size, "%.0f B", bytes);
+    else
+        snprintf(out, out_size, "%.1f %s", bytes, units[unit]);
+}
+
+/* A number or "-" where it does not exist. */
+static void format_number(double value, const char *format, char *out, size_t out_size) {
+    if (isnan(value))
+        snprintf(out, out_size, "-");
+    else
+        snprintf(out, out_size, format, value);
+}
+
+static void print_row(FILE *out, const bench_record *r, const bench_record_list *records) {
+    char ms[32], tflops[32], speedup[32] = "-", extra[32], traffic[32], bandwidth[32], error[32];
+    format_number(r->median_ms, "%.3f", ms, sizeof ms);
+    format_number(r->tflops, "%.3f", tflops, sizeof tflops);
+    bench_format_bytes(r->extra_device_bytes, extra, sizeof extra);
+    bench_format_bytes(r->predicted_hbm_bytes, traffic, sizeof traffic);
+    const double gbps = r->ok && r->median_ms > 0 ? r->predicted_hbm_bytes / (r->median_ms * 1e-3) / 1e9 : NAN;
+    format_number(gbps, "%.1f", bandwidth, sizeof bandwidth);
+    format_number(r->max_abs_err, "%.2e", error, sizeof error);
+    if (r->impl == FLASHCL_IMPL_FLASH && r->ok) {
+        const bench_record *standard = bench_records_find(records, r->seqlen, FLASHCL_IMPL_STANDARD, r->direction);
+        if (standard && standard->ok) snprintf(speedup, sizeof speedup, "%.2fx", standard->median_ms / r->median_ms);
+    }
+    fprintf(out, "%6d %5d  %-8s %10s %8s %8s %10s %12s %8s %10s  %s%s\n", r->seqlen, r->batch,
+            bench_impl_name(r->impl), ms, tflops, speedup, extra, traffic, bandwidth, error, r->status,
+            r->check_failed ? " (check FAILED)" : "");
+}
+
+void bench_print_table(FILE *out, const bench_options *o, const bench_record_list *records) {
+    for (int direction = BENCH_DIR_FORWARD; direction <= BENCH_DIR_FORWARD_BACKWARD; ++direction) {
+        int rows = 0;
+        for (size_t i = 0; i < records->count; ++i) rows += records->items[i].direction == (bench_direction)direction;
+        if (!rows) continue;
+        fprintf(out, "\n%s: d=%d, H=%d, %s, %s, median of %d runs after %d warm-up; device: %s\n",
+                direction == BENCH_DIR_FORWARD ? "forward" : "forward+backward", o->head_dim, bench_heads_for(o),
+                o->causal ? "causal" : "not causal", bench_dtype_name(o->dtype), o->repeat, o->warmup,
+                records->device);
+        fprintf(out, "%6s %5s  %-8s %10s %8s %8s %10s %12s %8s %10s  %s\n", "N", "B", "impl", "ms", "TFLOP/s",
+                "speedup", "extra mem", "pred. bytes", "GB/s", "max|diff|", "status");
+        for (size_t i = 0; i < records->count; ++i)
+            if (records->items[i].direction == (bench_direction)direction) print_row(out, &records->items[i], records);
+    }
+    fprintf(out, "\nspeedup = standard time / flash time; extra mem = device memory beyond the inputs and outputs;\n"
+                 "pred. bytes = global-memory traffic of the IO model, GB/s = pred. bytes / time;\n"
+                 "max|diff| = max abs difference between flash and standard outputs on the same inputs.\n");
+}

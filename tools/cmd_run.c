@@ -1,0 +1,277 @@
+/* cmd_run.c: `flashcl run` -- attention on .npy files through the device-buffer API, with an optional CPU check. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "npy.h"
+#include "run_check.h"
+#include "run_inputs.h"
+#include "run_options.h"
+
+/* The host and device side of one tensor of the run. */
+typedef struct run_tensor {
+    const char *name;
+    size_t bytes;
+    void *host; /* outputs: where results are read back (inputs point into the npy arrays) */
+    cl_mem buffer;
+} run_tensor;
+
+enum { T_Q, T_K, T_V, T_O, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_COUNT };
+
+typedef struct run_state {
+    run_options options;
+    run_inputs inputs;
+    flashcl_context *ctx;
+    run_tensor t[T_COUNT];
+    int backward;
+} run_state;
+
+static void free_state(run_state *s) {
+    for (int i = 0; i < T_COUNT; ++i) {
+        if (s->t[i].buffer) clReleaseMemObject(s->t[i].buffer);
+        if (i >= T_O && i != T_DOUT) free(s->t[i].host);
+    }
+    flashcl_context_free(s->ctx);
+    run_free_inputs(&s->inputs);
+}
+
+/* Inputs are copied in; outputs are filled with 0xff bytes (NaN in every
+ * dtype) so an element the kernel never writes cannot pass --check. */
+static int create_buffers(run_state *s) {
+    const flashcl_attention_desc *d = &s->inputs.desc;
+    const size_t elem = flashcl_dtype_size(d->dtype);
+    const size_t q_bytes = run_tensor_count(d, d->heads_q, d->seqlen_q) * elem;
+    const size_t kv_bytes = run_tensor_count(d, d->heads_kv, d->seqlen_k) * elem;
+    const size_t lse_bytes = (size_t)d->batch * d->heads_q * d->seqlen_q * sizeof(float);
+    const struct {
+        const char *name;
+        size_t bytes;
+        void *input;
+        int wanted;
+    } specs[T_COUNT] = {
+        [T_Q] = {"Q", q_bytes, s->inputs.q.data, 1},
+        [T_K] = {"K", kv_bytes, s->inputs.k.data, 1},
+        [T_V] = {"V", kv_bytes, s->inputs.v.data, 1},
+        [T_O] = {"O", q_bytes, NULL, 1},
+        [T_LSE] = {"LSE", lse_bytes, NULL, 1}, /* always: backward needs it and --check compares it */
+        [T_DOUT] = {"dO", q_bytes, s->inputs.dout.data, s->backward},
+        [T_DQ] = {"dQ", q_bytes, NULL, s->backward},
+        [T_DK] = {"dK", kv_bytes, NULL, s->backward},
+        [T_DV] = {"dV", kv_bytes, NULL, s->backward},
+    };
+    cl_context cl_ctx = flashcl_context_cl_context(s->ctx);
+    for (int i = 0; i < T_COUNT; ++i) {
+        if (!specs[i].wanted) continue;
+        run_tensor *t = &s->t[i];
+        t->name = specs[i].name;
+        t->bytes = specs[i].bytes;
+        t->host = specs[i].input;
+        if (!t->host) {
+            t->host = malloc(t->bytes);
+            if (!t->host) {
+                fprintf(stderr, "flashcl run: out of host memory (%zu bytes for %s)\n", t->bytes, t->name);
+                return -1;
+            }
+            memset(t->host, 0xff, t->bytes);
+        }
+        const cl_mem_flags flags = (specs[i].input ? CL_MEM_READ_ONLY : CL_MEM_READ_WRITE) | CL_MEM_COPY_HOST_PTR;
+        cl_int err = CL_SUCCESS;
+        t->buffer = clCreateBuffer(cl_ctx, flags, t->bytes, t->host, &err);
+        if (err != CL_SUCCESS) {
+            t->buffer = NULL;
+            fprintf(stderr, "flashcl run: clCreateBuffer for %s (%zu bytes) failed with OpenCL error %d\n", t->name,
+                    t->bytes, (int)err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int read_back(run_state *s, int first, int last) {
+    cl_command_queue queue = flashcl_context_queue(s->ctx);
+    for (int i = first; i <= last; ++i) {
+        cl_int err = clEnqueueReadBuffer(queue, s->t[i].buffer, CL_TRUE, 0, s->t[i].bytes, s->t[i].host, 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            fprintf(stderr, "flashcl run: reading %s back failed with OpenCL error %d\n", s->t[i].name, (int)err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int write_output(const char *path, npy_dtype dtype, int rank, const size_t *shape, const void *data) {
+    char error[512];
+    if (npy_write(path, dtype, rank, shape, data, error, sizeof error) != 0) {
+        fprintf(stderr, "flashcl run: %s: %s\n", path, error);
+        return -1;
+    }
+    return 0;
+}
+
+static flashcl_tensor view(const run_state *s, int which, int heads, int seqlen) {
+    return flashcl_tensor_contiguous(s->t[which].buffer, s->options.layout, heads, seqlen, s->inputs.desc.head_dim);
+}
+
+static void print_call(const char *pass, const run_state *s) {
+    flashcl_call_stats stats;
+    if (flashcl_last_call_stats(s->ctx, &stats) != FLASHCL_SUCCESS) return;
+    if (stats.impl == FLASHCL_IMPL_STANDARD) {
+        printf("%s: standard attention (CLBlast), %zu extra device bytes\n", pass, stats.extra_device_bytes);
+        return;
+    }
+    char plan[160];
+    cli_format_plan(&stats.plan, plan, sizeof plan);
+    printf("%s: flash, %s\n", pass, plan);
+}
+
+static void print_problem(const run_state *s) {
+    const flashcl_attention_desc *d = &s->inputs.desc;
+    char device[600];
+    cli_describe_device(flashcl_context_device(s->ctx), device, sizeof device);
+    const double scale = d->scale != 0.0f ? d->scale : 1.0 / sqrt((double)d->head_dim);
+    printf("device: %s\n", device);
+    printf("problem: batch %d, heads %d/%d (q/kv), seqlen %d/%d (q/k), head_dim %d, %s, %s, %s, scale %g\n",
+           d->batch, d->heads_q, d->heads_kv, d->seqlen_q, d->seqlen_k, d->head_dim,
+           d->dtype == FLASHCL_DTYPE_F32 ? "float32" : d->dtype == FLASHCL_DTYPE_F16 ? "float16" : "bfloat16",
+           s->options.layout == FLASHCL_LAYOUT_BSHD ? "bshd" : "bhsd", d->causal ? "causal" : "not causal", scale);
+}
+
+static int setup_context(run_state *s) {
+    flashcl_context_options options;
+    flashcl_context_options_init(&options);
+    options.device = s->options.device;
+    options.kernel_dir = s->options.kernel_dir;
+    flashcl_status status = flashcl_context_create(&s->ctx, &options);
+    if (status != FLASHCL_SUCCESS) {
+        cli_report_library_error("run", "creating the context", NULL, status);
+        return -1;
+    }
+    if ((status = flashcl_context_set_impl(s->ctx, s->options.impl)) != FLASHCL_SUCCESS ||
+        (s->options.forward_plan_given &&
+         (status = flashcl_context_force_plan(s->ctx, FLASHCL_PASS_FORWARD, &s->options.forward_plan))) ||
+        (s->options.backward_plan_given &&
+         (status = flashcl_context_force_plan(s->ctx, FLASHCL_PASS_BACKWARD, &s->options.backward_plan)))) {
+        cli_report_library_error("run", "configuring the context", s->ctx, status);
+        return -1;
+    }
+    return 0;
+}
+
+static int run_forward(run_state *s) {
+    const flashcl_attention_desc *d = &s->inputs.desc;
+    const flashcl_tensor q = view(s, T_Q, d->heads_q, d->seqlen_q), k = view(s, T_K, d->heads_kv, d->seqlen_k),
+                         v = view(s, T_V, d->heads_kv, d->seqlen_k), o = view(s, T_O, d->heads_q, d->seqlen_q),
+                         lse = flashcl_tensor_lse(s->t[T_LSE].buffer, d->heads_q, d->seqlen_q);
+    flashcl_status status = flashcl_forward(s->ctx, d, &q, &k, &v, &o, &lse, 0, NULL, NULL);
+    if (status != FLASHCL_SUCCESS) {
+        cli_report_library_error("run", "forward", s->ctx, status);
+        return -1;
+    }
+    if (read_back(s, T_O, T_LSE) != 0) return -1;
+    print_call("forward", s);
+    size_t q_shape[4];
+    run_tensor_shape(d, s->options.layout, d->heads_q, d->seqlen_q, q_shape);
+    const size_t lse_shape[3] = {(size_t)d->batch, (size_t)d->heads_q, (size_t)d->seqlen_q};
+    if (write_output(s->options.out_path, s->inputs.q.dtype, 4, q_shape, s->t[T_O].host) != 0) return -1;
+    if (s->options.lse_path &&
+        write_output(s->options.lse_path, NPY_DTYPE_F32, 3, lse_shape, s->t[T_LSE].host) != 0)
+        return -1;
+    return 0;
+}
+
+static int run_backward(run_state *s) {
+    const flashcl_attention_desc *d = &s->inputs.desc;
+    const flashcl_tensor q = view(s, T_Q, d->heads_q, d->seqlen_q), k = view(s, T_K, d->heads_kv, d->seqlen_k),
+                         v = view(s, T_V, d->heads_kv, d->seqlen_k), o = view(s, T_O, d->heads_q, d->seqlen_q),
+                         lse = flashcl_tensor_lse(s->t[T_LSE].buffer, d->heads_q, d->seqlen_q),
+                         dout = view(s, T_DOUT, d->heads_q, d->seqlen_q), dq = view(s, T_DQ, d->heads_q, d->seqlen_q),
+                         dk = view(s, T_DK, d->heads_kv, d->seqlen_k), dv = view(s, T_DV, d->heads_kv, d->seqlen_k);
+    flashcl_status status = flashcl_backward(s->ctx, d, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv, 0, NULL, NULL);
+    if (status != FLASHCL_SUCCESS) {
+        cli_report_library_error("run", "backward", s->ctx, status);
+        return -1;
+    }
+    if (read_back(s, T_DQ, T_DV) != 0) return -1;
+    print_call("backward", s);
+    size_t q_shape[4], kv_shape[4];
+    run_tensor_shape(d, s->options.layout, d->heads_q, d->seqlen_q, q_shape);
+    run_tensor_shape(d, s->options.layout, d->heads_kv, d->seqlen_k, kv_shape);
+    const npy_dtype dtype = s->inputs.q.dtype;
+    if (write_output(s->options.dq_path, dtype, 4, q_shape, s->t[T_DQ].host) != 0 ||
+        write_output(s->options.dk_path, dtype, 4, kv_shape, s->t[T_DK].host) != 0 ||
+        write_output(s->options.dv_path, dtype, 4, kv_shape, s->t[T_DV].host) != 0)
+        return -1;
+    return 0;
+}
+
+/* The reference's float BHSD view of a tensor of the run; NULL if out of memory. */
+static float *as_float_bhsd(const run_state *s, int which, int heads, int seqlen) {
+    const flashcl_attention_desc *d = &s->inputs.desc;
+    return run_to_float_bhsd(s->t[which].host, d->dtype, s->options.layout, d, heads, seqlen);
+}
+
+/* Prints the outcome of a check_* call; 0 if it passed, -1 otherwise. */
+static int check_outcome(int result, const char *what) {
+    if (result < 0) {
+        fprintf(stderr, "flashcl run: out of host memory for --check\n");
+        return -1;
+    }
+    if (result == 0) {
+        fprintf(stderr, "flashcl run: --check failed: the %s error exceeds the tolerance\n", what);
+        return -1;
+    }
+    printf("check: %s passed\n", what);
+    return 0;
+}
+
+/* --check of the forward (pass backward = 0) or backward outputs against the CPU reference. */
+static int run_check(run_state *s, int backward) {
+    const flashcl_attention_desc *d = &s->inputs.desc;
+    const int hq = d->heads_q, hkv = d->heads_kv, sq = d->seqlen_q, sk = d->seqlen_k;
+    float *q = as_float_bhsd(s, T_Q, hq, sq), *k = as_float_bhsd(s, T_K, hkv, sk), *v = as_float_bhsd(s, T_V, hkv, sk);
+    float *a = NULL, *b = NULL, *c = NULL, *dout = NULL;
+    if (backward) {
+        dout = as_float_bhsd(s, T_DOUT, hq, sq);
+        a = as_float_bhsd(s, T_DQ, hq, sq);
+        b = as_float_bhsd(s, T_DK, hkv, sk);
+        c = as_float_bhsd(s, T_DV, hkv, sk);
+    } else {
+        a = as_float_bhsd(s, T_O, hq, sq);
+    }
+    int result = -1;
+    const check_inputs in = {q, k, v, dout};
+    if (q && k && v && a && (!backward || (dout && b && c)))
+        result = backward ? check_backward(d, &in, a, b, c, s->options.tolerance)
+                          : check_forward(d, &in, a, s->t[T_LSE].host, s->options.tolerance);
+    free(q), free(k), free(v), free(dout), free(a), free(b), free(c);
+    return check_outcome(result, backward ? "backward" : "forward");
+}
+
+int flashcl_cmd_run(int argc, char **argv) {
+    run_state s;
+    memset(&s, 0, sizeof s);
+    switch (run_parse_options(argc, argv, &s.options)) {
+    case RUN_PARSE_HELP:
+        return FLASHCL_EXIT_OK;
+    case RUN_PARSE_ERROR:
+        return FLASHCL_EXIT_USAGE;
+    case RUN_PARSE_OK:
+        break;
+    }
+    s.backward = run_wants_backward(&s.options);
+    /* Files first: a bad file is reported before any OpenCL start-up cost. */
+    if (run_load_inputs(&s.options, &s.inputs) != 0) return FLASHCL_EXIT_FAILURE;
+    int failed = setup_context(&s) != 0;
+    if (!failed) print_problem(&s);
+    failed = failed || create_buffers(&s) != 0 || run_forward(&s) != 0;
+    /* A failed forward check still lets the backward run and report. */
+    int check_failed = !failed && s.options.check && run_check(&s, 0) != 0;
+    failed = failed || (s.backward && run_backward(&s) != 0);
+    check_failed = check_failed || (!failed && s.backward && s.options.check && run_check(&s, 1) != 0);
+    fflush(stdout);
+    free_state(&s);
+    return failed || check_failed ? FLASHCL_EXIT_FAILURE : FLASHCL_EXIT_OK;
+}

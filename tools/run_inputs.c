@@ -1,0 +1,185 @@
+/* run_inputs.c: reads Q, K, V (and dO) for `flashcl run`, checks they describe one problem, converts for the reference. */
+#include "run_inputs.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_reference.h"
+#include "half_float.h"
+
+static int file_error(const char *path, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static int file_error(const char *path, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "flashcl run: %s: ", path);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    return -1;
+}
+
+static const char *dtype_name(flashcl_dtype dtype) {
+    return dtype == FLASHCL_DTYPE_F32 ? "float32" : dtype == FLASHCL_DTYPE_F16 ? "float16" : "bfloat16";
+}
+
+npy_dtype run_npy_dtype(flashcl_dtype dtype) {
+    return dtype == FLASHCL_DTYPE_F32 ? NPY_DTYPE_F32 : dtype == FLASHCL_DTYPE_F16 ? NPY_DTYPE_F16 : NPY_DTYPE_U16;
+}
+
+/* The flashcl dtype of a file: what it holds, reconciled with --dtype. */
+static int file_dtype(const run_options *o, const char *path, const npy_array *a, flashcl_dtype *out) {
+    if (a->dtype == NPY_DTYPE_U16) {
+        if (!o->dtype_given || o->dtype != FLASHCL_DTYPE_BF16)
+            return file_error(path, "holds uint16 ('<u2'); if that is bfloat16 data, pass --dtype bf16");
+        *out = FLASHCL_DTYPE_BF16;
+        return 0;
+    }
+    *out = a->dtype == NPY_DTYPE_F32 ? FLASHCL_DTYPE_F32 : FLASHCL_DTYPE_F16;
+    if (o->dtype_given && o->dtype != *out)
+        return file_error(path, "holds %s but --dtype %s was given", npy_dtype_name(a->dtype),
+                          o->dtype == FLASHCL_DTYPE_F32 ? "f32" : o->dtype == FLASHCL_DTYPE_F16 ? "f16" : "bf16");
+    return 0;
+}
+
+/* The (batch, heads, seqlen, dim) of a 4-D array in the given layout. */
+typedef struct dims4 {
+    int batch, heads, seqlen, dim;
+} dims4;
+
+static int tensor_dims(const char *path, const npy_array *a, flashcl_layout layout, const char *role,
+                       const char *heads_name, const char *seq_name, dims4 *out) {
+    char shape_text[256];
+    npy_format_shape(a->rank, a->shape, shape_text, sizeof shape_text);
+    const int bshd = layout == FLASHCL_LAYOUT_BSHD;
+    if (a->rank != 4)
+        return file_error(path, "%s must be a 4-D array (B,%s,%s,D for --layout %s), not shape %s", role,
+                          bshd ? seq_name : heads_name, bshd ? heads_name : seq_name, bshd ? "bshd" : "bhsd",
+                          shape_text);
+    for (int i = 0; i < 4; ++i)
+        if (a->shape[i] < 1 || a->shape[i] > INT_MAX)
+            return file_error(path, "dimension %d of shape %s is outside 1..%d", i, shape_text, INT_MAX);
+    out->batch = (int)a->shape[0];
+    out->heads = (int)a->shape[bshd ? 2 : 1];
+    out->seqlen = (int)a->shape[bshd ? 1 : 2];
+    out->dim = (int)a->shape[3];
+    return 0;
+}
+
+static int load(const char *path, npy_array *a) {
+    char error[512];
+    if (npy_read(path, a, error, sizeof error) != 0) return file_error(path, "%s", error);
+    return 0;
+}
+
+static int same_shape(const npy_array *a, const npy_array *b) {
+    if (a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; ++i)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+static int shape_mismatch(const char *path, const npy_array *a, const char *other_path, const npy_array *b,
+                          const char *rule) {
+    char mine[256], theirs[256];
+    npy_format_shape(a->rank, a->shape, mine, sizeof mine);
+    npy_format_shape(b->rank, b->shape, theirs, sizeof theirs);
+    return file_error(path, "shape %s differs from %s's %s (%s)", mine, other_path, theirs, rule);
+}
+
+static int check_inputs(const run_options *o, run_inputs *in) {
+    /* Initialised only to quiet gcc -O2; file_dtype sets them on success. */
+    flashcl_dtype q_dtype = FLASHCL_DTYPE_F32, k_dtype = FLASHCL_DTYPE_F32, v_dtype = FLASHCL_DTYPE_F32;
+    if (file_dtype(o, o->q_path, &in->q, &q_dtype) || file_dtype(o, o->k_path, &in->k, &k_dtype) ||
+        file_dtype(o, o->v_path, &in->v, &v_dtype))
+        return -1;
+    if (k_dtype != q_dtype)
+        return file_error(o->k_path, "holds %s but %s holds %s", dtype_name(k_dtype), o->q_path, dtype_name(q_dtype));
+    if (v_dtype != q_dtype)
+        return file_error(o->v_path, "holds %s but %s holds %s", dtype_name(v_dtype), o->q_path, dtype_name(q_dtype));
+
+    dims4 q, k, v;
+    if (tensor_dims(o->q_path, &in->q, o->layout, "Q", "Hq", "Sq", &q) ||
+        tensor_dims(o->k_path, &in->k, o->layout, "K", "Hkv", "Sk", &k) ||
+        tensor_dims(o->v_path, &in->v, o->layout, "V", "Hkv", "Sk", &v))
+        return -1;
+    if (!same_shape(&in->v, &in->k))
+        return shape_mismatch(o->v_path, &in->v, o->k_path, &in->k, "K and V must have the same shape");
+    if (k.batch != q.batch)
+        return file_error(o->k_path, "batch %d differs from %s's batch %d", k.batch, o->q_path, q.batch);
+    if (k.dim != q.dim)
+        return file_error(o->k_path, "head dim %d differs from %s's head dim %d", k.dim, o->q_path, q.dim);
+    if (q.heads % k.heads != 0)
+        return file_error(o->q_path, "%d query heads are not a multiple of %s's %d key/value heads", q.heads,
+                          o->k_path, k.heads);
+
+    if (run_wants_backward(o)) {
+        flashcl_dtype dout_dtype = FLASHCL_DTYPE_F32;
+        if (file_dtype(o, o->dout_path, &in->dout, &dout_dtype)) return -1;
+        if (dout_dtype != q_dtype)
+            return file_error(o->dout_path, "holds %s but %s holds %s", dtype_name(dout_dtype), o->q_path,
+                              dtype_name(q_dtype));
+        if (!same_shape(&in->dout, &in->q))
+            return shape_mismatch(o->dout_path, &in->dout, o->q_path, &in->q, "dO must be shaped like Q");
+    }
+
+    flashcl_attention_desc *d = &in->desc;
+    flashcl_attention_desc_init(d, q.batch, q.heads, q.seqlen, k.seqlen, q.dim);
+    d->heads_kv = k.heads;
+    d->dtype = q_dtype;
+    d->scale = (float)o->scale;
+    d->causal = o->causal;
+    return 0;
+}
+
+int run_load_inputs(const run_options *o, run_inputs *in) {
+    memset(in, 0, sizeof *in);
+    int failed = load(o->q_path, &in->q) || load(o->k_path, &in->k) || load(o->v_path, &in->v) ||
+                 (run_wants_backward(o) && load(o->dout_path, &in->dout)) || check_inputs(o, in);
+    if (failed) run_free_inputs(in);
+    return failed ? -1 : 0;
+}
+
+void run_free_inputs(run_inputs *in) {
+    npy_free(&in->q);
+    npy_free(&in->k);
+    npy_free(&in->v);
+    npy_free(&in->dout);
+}
+
+size_t run_tensor_count(const flashcl_attention_desc *d, int heads, int seqlen) {
+    return (size_t)d->batch * (size_t)heads * (size_t)seqlen * (size_t)d->head_dim;
+}
+
+void run_tensor_shape(const flashcl_attention_desc *d, flashcl_layout layout, int heads, int seqlen,
+                      size_t shape[4]) {
+    const int bshd = layout == FLASHCL_LAYOUT_BSHD;
+    shape[0] = (size_t)d->batch;
+    shape[1] = (size_t)(bshd ? seqlen : heads);
+    shape[2] = (size_t)(bshd ? heads : seqlen);
+    shape[3] = (size_t)d->head_dim;
+}
+
+float *run_to_float_bhsd(const void *raw, flashcl_dtype dtype, flashcl_layout layout, const flashcl_attention_desc *d,
+                         int heads, int seqlen) {
+    const size_t count = run_tensor_count(d, heads, seqlen);
+    float *values = malloc((count ? count : 1) * sizeof(float));
+    if (!values) return NULL;
+    const uint16_t *bits = raw;
+    for (size_t i = 0; i < count; ++i)
+        values[i] = dtype == FLASHCL_DTYPE_F32   ? ((const float *)raw)[i]
+                    : dtype == FLASHCL_DTYPE_F16 ? half_to_float(bits[i])
+                                                 : bf16_to_float(bits[i]);
+    if (layout == FLASHCL_LAYOUT_BHSD) return values;
+    float *reordered = malloc((count ? count : 1) * sizeof(float));
+    if (reordered) flashcl_reference_bshd_to_bhsd(values, reordered, d->batch, seqlen, heads, d->head_dim);
+    free(values);
+    return reordered;
+}

@@ -1,0 +1,36 @@
+/* run_inputs.h: loading the .npy inputs of `flashcl run` and deriving the attention problem from their shapes. */
+#ifndef FLASHCL_TOOLS_RUN_INPUTS_H
+#define FLASHCL_TOOLS_RUN_INPUTS_H
+
+#include "flashcl.h"
+#include "npy.h"
+#include "run_options.h"
+
+typedef struct run_inputs {
+    npy_array q, k, v;
+    npy_array dout;             /* empty unless backward was asked for */
+    flashcl_attention_desc desc; /* shapes, dtype, scale and causal flag */
+} run_inputs;
+
+/* Reads and cross-checks every input file. Returns 0, or -1 after printing a
+ * one-line message naming the file and the problem. */
+int run_load_inputs(const run_options *options, run_inputs *inputs);
+void run_free_inputs(run_inputs *inputs);
+
+/* Elements of one 4-D tensor of `heads` heads and `seqlen` rows. */
+size_t run_tensor_count(const flashcl_attention_desc *desc, int heads, int seqlen);
+
+/* The shape in the file of a tensor of `heads` heads and `seqlen` rows for
+ * the layout: (B,H,S,D) or (B,S,H,D). */
+void run_tensor_shape(const flashcl_attention_desc *desc, flashcl_layout layout, int heads, int seqlen,
+                      size_t shape[4]);
+
+/* The .npy element type that holds a flashcl dtype. */
+npy_dtype run_npy_dtype(flashcl_dtype dtype);
+
+/* Converts raw tensor data (dtype, layout) into a new float array in BHSD
+ * order, as the CPU reference wants it; NULL if out of memory. */
+float *run_to_float_bhsd(const void *raw, flashcl_dtype dtype, flashcl_layout layout, const flashcl_attention_desc *desc,
+                         int heads, int seqlen);
+
+#endif

@@ -1,0 +1,157 @@
+/* run_options.c: parsing and help text of `flashcl run`. */
+#include "run_options.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "cli_util.h"
+
+void run_print_help(FILE *out) {
+    fprintf(out,
+            "usage: flashcl run --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n\n"
+            "Runs exact attention O = softmax(scale * Q K^T + mask) V on an OpenCL device.\n"
+            "Inputs are .npy files (C order, little-endian, versions 1.0-3.0):\n"
+            "  --layout bhsd   Q (B,Hq,Sq,D), K and V (B,Hkv,Sk,D)   [default]\n"
+            "  --layout bshd   Q (B,Sq,Hq,D), K and V (B,Sk,Hkv,D)\n"
+            "Hq must be a multiple of Hkv (grouped-query attention). Element types come\n"
+            "from the files: '<f4' float32, '<f2' float16. bfloat16 has no NumPy dtype:\n"
+            "store its raw bits as '<u2' (e.g. x.view(torch.uint16)) and pass --dtype bf16.\n"
+            "O is written shaped and typed like Q; LSE (B,Hq,Sq) is float32.\n\n"
+            "options:\n"
+            "  --q, --k, --v FILE      inputs (required)\n"
+            "  --out FILE              output O (required)\n"
+            "  --lse FILE              also write the log-sum-exp (natural log, -inf for masked rows)\n"
+            "  --causal                causal mask, bottom-right aligned (key j visible to query i\n"
+            "                          when j <= i + Sk - Sq)\n"
+            "  --scale S               softmax scale (default 1/sqrt(D))\n"
+            "  --dtype f32|f16|bf16    the element type the files hold; needed for bf16 ('<u2')\n"
+            "  --device SPEC           device index from `flashcl devices`, or a platform/device\n"
+            "                          name substring (default: FLASHCL_DEVICE, else first GPU)\n"
+            "  --impl flash|standard   fused FlashAttention kernels (default) or standard attention\n"
+            "  --plan BQ,BK,TQ,TK      force the forward tile plan (block_q, block_k, threads_q, threads_k)\n"
+            "  --backward-plan BQ,BK,TQ,TK   force the backward tile plan\n"
+            "  --kernel-dir DIR        load the .cl kernel sources from DIR instead of the built-in ones\n"
+            "  --check                 compare with a CPU double-precision reference; exit 1 if the\n"
+            "                          error exceeds the tolerance\n"
+            "  --tolerance T           relative tolerance for --check instead of the defaults below\n"
+            "backward (all four together; runs the forward, then the backward pass):\n"
+            "  --dout FILE             dO, shaped and typed like Q\n"
+            "  --dq, --dk, --dv FILE   gradients to write, shaped and typed like Q, K, V\n\n"
+            "--check reports, for O, LSE and the gradients, the max absolute error and the max\n"
+            "relative error (max abs error / max |reference|). Default tolerances (relative):\n"
+            "  O:            float32 3e-5, float16 1e-3, bfloat16 8e-3 (output rounding: 2^-11, 2^-8)\n"
+            "  LSE:          3e-5 for every dtype (float output, float arithmetic)\n"
+            "  dQ, dK, dV:   float32 1e-4, float16 2e-3, bfloat16 1.6e-2\n"
+            "Outputs are poisoned with NaN before the call, so an element the kernel does not\n"
+            "write fails the check.\n\n"
+            "exit status: 0 success, 1 bad input file / library error / failed check, 2 bad options\n");
+}
+
+static int usage_error(const char *format, const char *detail) {
+    fprintf(stderr, "flashcl run: ");
+    fprintf(stderr, format, detail);
+    fprintf(stderr, "\n(`flashcl run --help` lists the options)\n");
+    return RUN_PARSE_ERROR;
+}
+
+/* Options that take a file path, and where each one goes. */
+typedef struct path_option {
+    const char *name;
+    size_t offset;
+} path_option;
+
+#define PATH_OPTION(flag, field) {flag, offsetof(run_options, field)}
+static const path_option PATH_OPTIONS[] = {
+    PATH_OPTION("--q", q_path),       PATH_OPTION("--k", k_path),       PATH_OPTION("--v", v_path),
+    PATH_OPTION("--out", out_path),   PATH_OPTION("--lse", lse_path),   PATH_OPTION("--dout", dout_path),
+    PATH_OPTION("--dq", dq_path),     PATH_OPTION("--dk", dk_path),     PATH_OPTION("--dv", dv_path),
+    PATH_OPTION("--device", device),  PATH_OPTION("--kernel-dir", kernel_dir),
+};
+
+static int parse_value_option(const char *name, const char *value, run_options *o) {
+    if (strcmp(name, "--scale") == 0) {
+        if (cli_parse_double(value, &o->scale) != 0 || o->scale <= 0.0)
+            return usage_error("--scale needs a finite positive number, not '%s'", value);
+    } else if (strcmp(name, "--tolerance") == 0) {
+        if (cli_parse_double(value, &o->tolerance) != 0 || o->tolerance <= 0.0)
+            return usage_error("--tolerance needs a finite positive number, not '%s'", value);
+    } else if (strcmp(name, "--layout") == 0) {
+        if (strcmp(value, "bhsd") == 0)
+            o->layout = FLASHCL_LAYOUT_BHSD;
+        else if (strcmp(value, "bshd") == 0)
+            o->layout = FLASHCL_LAYOUT_BSHD;
+        else
+            return usage_error("--layout must be bhsd or bshd, not '%s'", value);
+    } else if (strcmp(name, "--impl") == 0) {
+        if (strcmp(value, "flash") == 0)
+            o->impl = FLASHCL_IMPL_FLASH;
+        else if (strcmp(value, "standard") == 0)
+            o->impl = FLASHCL_IMPL_STANDARD;
+        else
+            return usage_error("--impl must be flash or standard, not '%s'", value);
+    } else if (strcmp(name, "--dtype") == 0) {
+        o->dtype_given = 1;
+        if (strcmp(value, "f32") == 0)
+            o->dtype = FLASHCL_DTYPE_F32;
+        else if (strcmp(value, "f16") == 0)
+            o->dtype = FLASHCL_DTYPE_F16;
+        else if (strcmp(value, "bf16") == 0)
+            o->dtype = FLASHCL_DTYPE_BF16;
+        else
+            return usage_error("--dtype must be f32, f16 or bf16, not '%s'", value);
+    } else if (strcmp(name, "--plan") == 0) {
+        if (cli_parse_plan(value, &o->forward_plan) != 0)
+            return usage_error("--plan needs four positive integers BQ,BK,TQ,TK, not '%s'", value);
+        o->forward_plan_given = 1;
+    } else if (strcmp(name, "--backward-plan") == 0) {
+        if (cli_parse_plan(value, &o->backward_plan) != 0)
+            return usage_error("--backward-plan needs four positive integers BQ,BK,TQ,TK, not '%s'", value);
+        o->backward_plan_given = 1;
+    }
+    return RUN_PARSE_OK;
+}
+
+run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
+    static const char *const VALUE_OPTIONS[] = {"--scale", "--tolerance", "--layout", "--impl",
+                                                "--dtype", "--plan",      "--backward-plan"};
+    memset(o, 0, sizeof *o);
+    o->layout = FLASHCL_LAYOUT_BHSD;
+    o->impl = FLASHCL_IMPL_FLASH;
+    for (int i = 1; i < argc; ++i) {
+        const char *arg = argv[i], *value;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            run_print_help(stdout);
+            return RUN_PARSE_HELP;
+        }
+        if (strcmp(arg, "--causal") == 0) {
+            o->causal = 1;
+            continue;
+        }
+        if (strcmp(arg, "--check") == 0) {
+            o->check = 1;
+            continue;
+        }
+        int matched = 0;
+        for (size_t p = 0; !matched && p < sizeof PATH_OPTIONS / sizeof PATH_OPTIONS[0]; ++p) {
+            matched = cli_option_value(argc, argv, &i, PATH_OPTIONS[p].name, &value);
+            if (matched > 0) {
+                if (!*value) return usage_error("%s needs a non-empty value", PATH_OPTIONS[p].name);
+                *(const char **)((char *)o + PATH_OPTIONS[p].offset) = value;
+            }
+        }
+        for (size_t p = 0; !matched && p < sizeof VALUE_OPTIONS / sizeof VALUE_OPTIONS[0]; ++p) {
+            matched = cli_option_value(argc, argv, &i, VALUE_OPTIONS[p], &value);
+            if (matched > 0 && parse_value_option(VALUE_OPTIONS[p], value, o) != RUN_PARSE_OK)
+                return RUN_PARSE_ERROR;
+        }
+        if (matched < 0) return usage_error("%s", "an option is missing its value");
+        if (!matched) return usage_error("unknown option or argument '%s'", arg);
+    }
+    if (!o->q_path || !o->k_path || !o->v_path || !o->out_path)
+        return usage_error("%s", "--q, --k, --v and --out are required");
+    const int backward_paths = (o->dout_path != NULL) + (o->dq_path != NULL) + (o->dk_path != NULL) +
+                               (o->dv_path != NULL);
+    if (backward_paths != 0 && backward_paths != 4)
+        return usage_error("%s", "--dout, --dq, --dk and --dv go together (all four or none)");
+    return RUN_PARSE_OK;
+}

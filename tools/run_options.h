@@ -1,0 +1,37 @@
+/* run_options.h: the command line of `flashcl run`, parsed into one structure. */
+#ifndef FLASHCL_TOOLS_RUN_OPTIONS_H
+#define FLASHCL_TOOLS_RUN_OPTIONS_H
+
+#include <stdio.h>
+
+#include "flashcl.h"
+
+typedef struct run_options {
+    const char *q_path, *k_path, *v_path, *out_path, *lse_path;
+    const char *dout_path, *dq_path, *dk_path, *dv_path; /* all four or none */
+    int causal;
+    double scale; /* 0: 1/sqrt(head_dim) */
+    flashcl_layout layout;
+    const char *device;
+    const char *kernel_dir;
+    flashcl_impl impl;
+    int check;
+    double tolerance; /* 0: the default of each output and dtype */
+    int dtype_given;  /* --dtype was passed: dtype is what the files must hold */
+    flashcl_dtype dtype;
+    int forward_plan_given, backward_plan_given;
+    flashcl_plan forward_plan, backward_plan;
+} run_options;
+
+typedef enum run_parse_result {
+    RUN_PARSE_OK = 0,
+    RUN_PARSE_HELP = 1, /* --help was printed */
+    RUN_PARSE_ERROR = 2 /* the message and usage were printed */
+} run_parse_result;
+
+run_parse_result run_parse_options(int argc, char **argv, run_options *options);
+void run_print_help(FILE *out);
+
+static inline int run_wants_backward(const run_options *options) { return options->dout_path != NULL; }
+
+#endif
