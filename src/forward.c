@@ -29,7 +29,7 @@ flashcl_status flashcl_forward(flashcl_context *ctx, const flashcl_attention_des
                                const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
                                const flashcl_tensor *lse, cl_uint num_events_in_wait_list,
                                const cl_event *event_wait_list, cl_event *event) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward: ctx is NULL");
     flashcl_clear_error(ctx);
     flashcl_status status =
         flashcl_validate_forward_args(ctx, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list);

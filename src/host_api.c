@@ -4,7 +4,7 @@
 
 flashcl_status flashcl_forward_host(flashcl_context *ctx, const flashcl_attention_desc *desc, flashcl_layout layout,
                                     const float *q, const float *k, const float *v, float *o, float *lse) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_host: ctx is NULL");
     flashcl_clear_error(ctx);
     flashcl_status status = flashcl_validate_desc(ctx, desc);
     if (status != FLASHCL_SUCCESS) return status;

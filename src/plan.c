@@ -98,6 +98,14 @@ flashcl_status flashcl_plan_check(const flashcl_device_limits *limits, flashcl_p
                      MAX_SCORES_PER_ITEM);
             return FLASHCL_ERROR_PLAN;
         }
+        /* Mesa rusticl 22.3 on llvmpipe returns O = 0 (LSE stays right) when a
+         * single work-item spans the keys and the key block has a scalar tail
+         * (BLOCK_K % 4 != 0); POCL is exact with the same plan. Refused so a
+         * forced plan fails loudly instead of computing wrong results. */
+        if (p->threads_k == 1 && p->block_k % 4 != 0) {
+            snprintf(reason, reason_size, "threads_k 1 needs block_k a multiple of 4 (block_k %d)", p->block_k);
+            return FLASHCL_ERROR_PLAN;
+        }
         local = flashcl_forward_local_bytes(p, head_dim);
     } else {
         flashcl_status status = flashcl_backward_plan_check(p, head_dim, &local, reason, reason_size);
