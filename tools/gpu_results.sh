@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# gpu_results.sh: the benchmark tables of README.md and docs/perf.md, on the GPU machine.
+# Usage (from the project root, after ../shared/gpu/prep.sh and a build into .gpu/build):
+#   source .gpu/env.sh && bash tools/gpu_results.sh OUTDIR [SEQLENS] [EXTRA bench options...]
+# Writes OUTDIR/<d>_<causal>_<direction>.{json,txt} and .png plots; prints the tables.
+set -uo pipefail
+out=${1:?usage: gpu_results.sh OUTDIR [SEQLENS] [bench options...]}
+seqlens=${2:-512,1024,2048,4096,8192,16384}
+shift $(( $# >= 2 ? 2 : $# ))
+bin=${FLASHCL_BIN:-.gpu/build/tools/flashcl}
+mkdir -p "$out"
+status=0
+for d in 64 128; do
+  for causal in 0 1; do
+    name="d${d}_c${causal}"
+    flags=(--seqlens "$seqlens" --head-dim "$d" --repeat 10 --warmup 2 --backward
+           --json "$out/$name.json" --plot "$out/$name.png" "$@")
+    [ "$causal" = 1 ] && flags+=(--causal)
+    echo "== $bin bench ${flags[*]}"
+    "$bin" bench "${flags[@]}" 2>"$out/$name.log" | tee "$out/$name.txt" || status=1
+  done
+done
+exit $status
