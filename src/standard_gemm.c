@@ -86,6 +86,79 @@ static flashcl_status fail_clblast(flashcl_context *ctx, CLBlastStatusCode statu
                         clblast_status_name(status), (int)status);
 }
 
+/* CLBlast 1.5.3's strided-batched GEMM drops the operand offsets on its
+ * indirect path (large problems) whenever an operand needs no padding copy:
+ * its no-copy test, unlike plain GEMM's, does not ask for a zero offset, and
+ * its kernel takes no offset. Measured on the H100: the second score chunk's
+ * O landed on head 0. So no offset ever reaches it: an operand whose offset
+ * is aligned for a sub-buffer is rebased onto one, and a run with an offset
+ * that cannot be rebased goes head by head through plain GEMM, which handles
+ * offsets on both paths. */
+typedef struct rebased_operand {
+    cl_mem buffer; /* what CLBlast gets */
+    size_t offset;
+    cl_mem owned; /* a sub-buffer made here, released after enqueueing */
+} rebased_operand;
+
+static int rebase(flashcl_context *ctx, const operand_location *at, rebased_operand *out) {
+    *out = (rebased_operand){at->buffer, at->offset, NULL};
+    if (at->offset == 0) return 1;
+    cl_uint align_bits = 0;
+    cl_mem parent = NULL;
+    size_t size = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL) !=
+            CL_SUCCESS ||
+        clGetMemObjectInfo(at->buffer, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL) != CL_SUCCESS ||
+        clGetMemObjectInfo(at->buffer, CL_MEM_SIZE, sizeof size, &size, NULL) != CL_SUCCESS)
+        return 0;
+    const size_t origin = at->offset * sizeof(float), align = align_bits / 8;
+    /* A sub-buffer of a sub-buffer is not allowed. */
+    if (parent != NULL || align == 0 || origin % align != 0 || origin >= size) return 0;
+    const cl_buffer_region region = {origin, size - origin};
+    cl_int err = CL_SUCCESS;
+    cl_mem sub = clCreateSubBuffer(at->buffer, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+    if (err != CL_SUCCESS) return 0;
+    *out = (rebased_operand){sub, 0, sub};
+    return 1;
+}
+
+static CLBlastStatusCode strided_batched(const flashcl_gemm *gemm, const rebased_operand r[3],
+                                         const operand_location first[3], const size_t stride[3], size_t run,
+                                         cl_command_queue *queue) {
+    return CLBlastSgemmStridedBatched(
+        CLBlastLayoutRowMajor, gemm->transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+        gemm->transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, gemm->m, gemm->n, gemm->k, gemm->alpha,
+        r[0].buffer, r[0].offset, first[0].ld, stride[0], r[1].buffer, r[1].offset, first[1].ld, stride[1],
+        gemm->beta, r[2].buffer, r[2].offset, first[2].ld, stride[2], run, queue, NULL);
+}
+
+static CLBlastStatusCode head_by_head(const flashcl_gemm *gemm, const operand_location first[3],
+                                      const size_t stride[3], size_t run, cl_command_queue *queue) {
+    for (size_t h = 0; h < run; ++h) {
+        CLBlastStatusCode status = CLBlastSgemm(
+            CLBlastLayoutRowMajor, gemm->transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+            gemm->transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, gemm->m, gemm->n, gemm->k, gemm->alpha,
+            first[0].buffer, first[0].offset + h * stride[0], first[0].ld, first[1].buffer,
+            first[1].offset + h * stride[1], first[1].ld, gemm->beta, first[2].buffer,
+            first[2].offset + h * stride[2], first[2].ld, queue, NULL);
+        if (status != CLBlastSuccess) return status;
+    }
+    return CLBlastSuccess;
+}
+
+static flashcl_status enqueue_run(flashcl_context *ctx, const flashcl_gemm *gemm, const operand_location first[3],
+                                  const size_t stride[3], size_t run) {
+    rebased_operand r[3] = {{0}};
+    int all_rebased = 1;
+    for (int x = 0; x < 3; ++x) all_rebased &= rebase(ctx, &first[x], &r[x]);
+    CLBlastStatusCode status = all_rebased ? strided_batched(gemm, r, first, stride, run, &ctx->queue)
+                                           : head_by_head(gemm, first, stride, run, &ctx->queue);
+    /* OpenCL keeps a released sub-buffer alive for the commands using it. */
+    for (int x = 0; x < 3; ++x)
+        if (r[x].owned) clReleaseMemObject(r[x].owned);
+    return status == CLBlastSuccess ? FLASHCL_SUCCESS : fail_clblast(ctx, status, gemm->name);
+}
+
 flashcl_status flashcl_standard_gemm(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                      const flashcl_scores *scores, const flashcl_gemm *gemm,
                                      flashcl_head_range heads, int dry_run) {
@@ -128,13 +201,8 @@ flashcl_status flashcl_standard_gemm(flashcl_context *ctx, const flashcl_attenti
         }
         if (!dry_run) {
             ctx->used_clblast = 1; /* from here CLBlast's cache may hold the context */
-            CLBlastStatusCode status = CLBlastSgemmStridedBatched(
-                CLBlastLayoutRowMajor, gemm->transpose_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-                gemm->transpose_b ? CLBlastTransposeYes : CLBlastTransposeNo, gemm->m, gemm->n, gemm->k, gemm->alpha,
-                first[0].buffer, first[0].offset, first[0].ld, stride[0], first[1].buffer, first[1].offset,
-                first[1].ld, stride[1], gemm->beta, first[2].buffer, first[2].offset, first[2].ld, stride[2], run,
-                &ctx->queue, NULL);
-            if (status != CLBlastSuccess) return fail_clblast(ctx, status, gemm->name);
+            flashcl_status status = enqueue_run(ctx, gemm, first, stride, run);
+            if (status != FLASHCL_SUCCESS) return status;
         }
         i += run;
     }
