@@ -130,7 +130,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global const float *delta,
     __global storage_t *dk, ulong dk_offset, ulong dk_stride_b, ulong dk_stride_h, ulong dk_stride_s,
     __global storage_t *dv, ulong dv_offset, ulong dv_stride_b, ulong dv_stride_h, ulong dv_stride_s,
-    int heads_q, int heads_kv, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    int heads_q, int heads_kv, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
+    FLASHCL_FEATURE_PARAMS) {
     __local float k_tile[BLOCK_K * ROW_STRIDE];
     __local float v_tile[BLOCK_K * ROW_STRIDE];
     __local float q_tile[BLOCK_Q * ROW_STRIDE];
@@ -156,7 +157,21 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     // Bottom-right causal alignment: key j is seen by queries i >= j - diagonal,
     // so earlier query rows are skipped (the bound is uniform over the group).
     const int diagonal = seqlen_k - seqlen_q;
+#if FLASHCL_SPARSE
+    // Query blocks outside the band of this group's keys are skipped; blocks
+    // start at multiples of BLOCK_Q so they match the tile mask.
+    const int k_last = min(k0 + BLOCK_K, seqlen_k) - 1;
+    int q_first = causal ? clamp(k0 - diagonal, 0, seqlen_q) : 0;
+    int q_end = seqlen_q;
+#if FLASHCL_WINDOW
+    q_first = max(q_first, clamp(k0 - diagonal - window_right, 0, seqlen_q));
+    q_end = clamp(k_last - diagonal + window_left + 1, 0, seqlen_q);
+#endif
+    const int q_begin = q_first / BLOCK_Q * BLOCK_Q;
+#else
     const int q_begin = causal ? clamp(k0 - diagonal, 0, seqlen_q) : 0;
+    const int q_end = seqlen_q;
+#endif
 
     float dk_acc[RES_PER_ITEM][DIMS_PER_ITEM], dv_acc[RES_PER_ITEM][DIMS_PER_ITEM];
     for (int a = 0; a < RES_PER_ITEM; ++a)
@@ -170,7 +185,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)h * do_stride_h;
         const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;
         const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)h) * (ulong)seqlen_q;
-        for (int s0 = q_begin; s0 < seqlen_q; s0 += BLOCK_Q) {
+#if FLASHCL_BLOCK_MASK
+        const ulong mask_head = mask_offset + (ulong)h * mask_stride_h;
+        __global const uchar *tile_col = tile_mask + (ulong)h * tile_stride_h + (ulong)(k0 / BLOCK_K);
+#endif
+        for (int s0 = q_begin; s0 < q_end; s0 += BLOCK_Q) {
+#if FLASHCL_BLOCK_MASK
+            // Uniform over the group: a tile whose pairs are all off is skipped.
+            const uchar tile_state = tile_col[(ulong)(s0 / BLOCK_Q) * (ulong)tile_cols];
+            if (tile_state == 0) continue;
+#endif
             barrier(CLK_LOCAL_MEM_FENCE); // the previous step's readers are done with the tiles
             LOAD_TILE(q_tile, q, q_base, q_stride_s, s0, seqlen_q, BLOCK_Q);
             LOAD_TILE(do_tile, dout, do_base, do_stride_s, s0, seqlen_q, BLOCK_Q);
@@ -188,10 +212,25 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 for (int b2 = 0; b2 < STR_PER_ITEM; ++b2) {
                     const int r = tq + b2 * THREADS_Q;
                     const int row = s0 + r;
-                    const int visible = key < seqlen_k && row < seqlen_q && (!causal || key <= row + diagonal);
+                    const int visible = key < seqlen_k && row < seqlen_q && (!causal || key <= row + diagonal)
+#if FLASHCL_SPARSE
+                                        && FLASHCL_WINDOW_VISIBLE(row, key) && FLASHCL_BLOCK_VISIBLE(mask_head, row, key)
+#endif
+                        ;
                     const float p = flashcl_probability(s[a][b2], scale, lse_tile[r], visible);
+#if FLASHCL_DROPOUT
+                    // Forward's O used P * Z / (1 - p): dV sees the same
+                    // product, dP is scaled alike before dS = P (dP' - D).
+                    const float z = flashcl_dropout_keep((ulong)b * (ulong)heads_q + (ulong)h, row, key,
+                                                         dropout_threshold, seed_lo, seed_hi, dropout_offset)
+                                        ? dropout_scale
+                                        : 0.0f;
+                    p_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p * z;
+                    ds_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p * (dp[a][b2] * z - delta_tile[r]);
+#else
                     p_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p;
                     ds_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p * (dp[a][b2] - delta_tile[r]);
+#endif
                 }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -237,7 +276,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     __global const float *delta,
     __global storage_t *dq, ulong dq_offset, ulong dq_stride_b, ulong dq_stride_h, ulong dq_stride_s,
-    int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal FLASHCL_FEATURE_PARAMS) {
     // The plan transposed: BLOCK_K query rows stay, BLOCK_Q key rows stream,
     // so the local footprint is the dkdv kernel's less one score tile.
     __local float q_tile[BLOCK_K * ROW_STRIDE];
@@ -276,13 +315,34 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     }
 
     const int diagonal = seqlen_k - seqlen_q;
+#if FLASHCL_SPARSE
+    // Key blocks outside the band of this group's queries are skipped; they
+    // start at multiples of BLOCK_Q so they match the tile mask.
+    int key_end = causal ? clamp(q0 + BLOCK_K + diagonal, 0, seqlen_k) : seqlen_k;
+    int key_first = 0;
+#if FLASHCL_WINDOW
+    const int q_last = min(q0 + BLOCK_K, seqlen_q) - 1;
+    key_first = clamp(q0 + diagonal - window_left, 0, seqlen_k);
+    key_end = min(key_end, clamp(q_last + diagonal + window_right + 1, 0, seqlen_k));
+#endif
+    const int key_begin = key_first / BLOCK_Q * BLOCK_Q;
+#if FLASHCL_BLOCK_MASK
+    const ulong mask_head = mask_offset + (ulong)h * mask_stride_h;
+    __global const uchar *tile_row = tile_mask + (ulong)h * tile_stride_h + (ulong)(q0 / BLOCK_K) * (ulong)tile_cols;
+#endif
+#else
+    const int key_begin = 0;
     const int key_end = causal ? clamp(q0 + BLOCK_K + diagonal, 0, seqlen_k) : seqlen_k; // later keys are masked
+#endif
 
     float dq_acc[RES_PER_ITEM][DIMS_PER_ITEM];
     for (int a = 0; a < RES_PER_ITEM; ++a)
         for (int j = 0; j < DIMS_PER_ITEM; ++j) dq_acc[a][j] = 0.0f;
 
-    for (int s0 = 0; s0 < key_end; s0 += BLOCK_Q) {
+    for (int s0 = key_begin; s0 < key_end; s0 += BLOCK_Q) {
+#if FLASHCL_BLOCK_MASK
+        if (tile_row[s0 / BLOCK_Q] == 0) continue; // uniform: every pair of the tile is off
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
         LOAD_TILE(k_tile, k, k_base, k_stride_s, s0, seqlen_k, BLOCK_Q);
         LOAD_TILE(v_tile, v, v_base, v_stride_s, s0, seqlen_k, BLOCK_Q);
@@ -295,9 +355,21 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             for (int b2 = 0; b2 < STR_PER_ITEM; ++b2) {
                 const int c = tq + b2 * THREADS_Q;
                 const int key = s0 + c;
-                const int visible = key < seqlen_k && row < seqlen_q && (!causal || key <= row + diagonal);
+                const int visible = key < seqlen_k && row < seqlen_q && (!causal || key <= row + diagonal)
+#if FLASHCL_SPARSE
+                                    && FLASHCL_WINDOW_VISIBLE(row, key) && FLASHCL_BLOCK_VISIBLE(mask_head, row, key)
+#endif
+                    ;
                 const float p = flashcl_probability(s[a][b2], scale, row_lse[a], visible);
+#if FLASHCL_DROPOUT
+                const float z = flashcl_dropout_keep((ulong)bh, row, key, dropout_threshold, seed_lo, seed_hi,
+                                                     dropout_offset)
+                                    ? dropout_scale
+                                    : 0.0f;
+                ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = p * (dp[a][b2] * z - row_delta[a]);
+#else
                 ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = p * (dp[a][b2] - row_delta[a]);
+#endif
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -35,3 +35,86 @@ inline ushort flashcl_float_to_bf16(float x) {
 // Odd local-memory row strides keep work-items that read the same column of
 // consecutive rows on different banks.
 #define FLASHCL_ODD_STRIDE(n) ((n) | 1)
+
+// Optional features, each compiled in only when the host asks for it so the
+// dense kernels stay exactly as they are (the defaults add no code):
+//   FLASHCL_WINDOW      sliding-window mask (window_left/window_right arguments)
+//   FLASHCL_BLOCK_MASK  block-sparse mask (a uint8 block mask and a per-tile summary)
+//   FLASHCL_DROPOUT     dropout on the normalised probabilities (Philox4x32-10)
+#ifndef FLASHCL_WINDOW
+#define FLASHCL_WINDOW 0
+#endif
+#ifndef FLASHCL_BLOCK_MASK
+#define FLASHCL_BLOCK_MASK 0
+#endif
+#ifndef FLASHCL_DROPOUT
+#define FLASHCL_DROPOUT 0
+#endif
+#define FLASHCL_SPARSE (FLASHCL_WINDOW || FLASHCL_BLOCK_MASK)
+
+// The extra kernel arguments of the features, appended after the dense ones
+// in this order (src/features.c sets them in the same order).
+#if FLASHCL_WINDOW
+#define FLASHCL_WINDOW_PARAMS , int window_left, int window_right
+#else
+#define FLASHCL_WINDOW_PARAMS
+#endif
+#if FLASHCL_BLOCK_MASK
+// block_mask: (heads, ceil(Sq/mask_block), mask_cols) uint8 from byte
+// mask_offset, head stride mask_stride_h (0: shared by all heads). tile_mask: per (head, query tile,
+// key tile) of this kernel's tiles, 0 = every pair off (skipped), 1 = every
+// pair on, 2 = mixed (masked element by element).
+#define FLASHCL_BLOCK_MASK_PARAMS                                                                        \
+    , __global const uchar *block_mask, ulong mask_offset, ulong mask_stride_h, int mask_block, int mask_cols,             \
+        __global const uchar *tile_mask, ulong tile_stride_h, int tile_cols
+#else
+#define FLASHCL_BLOCK_MASK_PARAMS
+#endif
+#if FLASHCL_DROPOUT
+#define FLASHCL_DROPOUT_PARAMS , uint dropout_threshold, float dropout_scale, uint seed_lo, uint seed_hi, ulong dropout_offset
+#else
+#define FLASHCL_DROPOUT_PARAMS
+#endif
+#define FLASHCL_FEATURE_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_BLOCK_MASK_PARAMS FLASHCL_DROPOUT_PARAMS
+
+// Window test of query `row` (key position row + diagonal) against key col.
+#if FLASHCL_WINDOW
+#define FLASHCL_WINDOW_VISIBLE(row, col) \
+    ((col) >= (row) + diagonal - window_left && (col) <= (row) + diagonal + window_right)
+#else
+#define FLASHCL_WINDOW_VISIBLE(row, col) 1
+#endif
+// Block-mask test; row and col must be inside the sequences.
+#if FLASHCL_BLOCK_MASK
+#define FLASHCL_BLOCK_VISIBLE(mask_head, row, col) \
+    (block_mask[(mask_head) + (ulong)((row) / mask_block) * (ulong)mask_cols + (ulong)((col) / mask_block)] != 0)
+#else
+#define FLASHCL_BLOCK_VISIBLE(mask_head, row, col) 1
+#endif
+
+#if FLASHCL_DROPOUT
+// Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so the
+// keep decision of an element depends only on (seed, offset, batch*heads +
+// head, row, column), never on tiles, work-group size or device. Returns the
+// first of the four output words; src/reference/ implements the same.
+inline uint flashcl_philox(uint c0, uint c1, uint c2, uint c3, uint k0, uint k1) {
+    for (int round = 0; round < 10; ++round) {
+        const uint hi0 = mul_hi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        const uint hi1 = mul_hi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    return c0;
+}
+// 1 if element (row, col) of head `bh` (= batch * heads_q + head) is kept:
+// the counter's upper 64 bits are bh + offset, the lower ones (col, row).
+inline int flashcl_dropout_keep(ulong bh, int row, int col, uint threshold, uint seed_lo, uint seed_hi,
+                                ulong offset) {
+    const ulong upper = bh + offset;
+    return flashcl_philox((uint)col, (uint)row, (uint)upper, (uint)(upper >> 32), seed_lo, seed_hi) >= threshold;
+}
+#endif

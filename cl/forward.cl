@@ -126,7 +126,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
-    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
+    FLASHCL_FEATURE_PARAMS) {
     // Declared as float4 so float4 reads are aligned; used through float views.
     __local float4 q_tile4[BLOCK_Q * Q_STRIDE / 4];
     __local float4 k_tile4[BLOCK_K * K_STRIDE / 4];
@@ -157,6 +158,26 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     const int diagonal = seqlen_k - seqlen_q;
     int key_end = seqlen_k;
     if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k); // later blocks are fully masked
+#if FLASHCL_SPARSE
+    // Key blocks outside the band of this group's rows are never loaded;
+    // blocks start at multiples of BLOCK_K so they match the tile mask.
+    const int q_last = min(q0 + BLOCK_Q, seqlen_q) - 1;
+    int key_begin = 0;
+#if FLASHCL_WINDOW
+    key_begin = clamp(q0 + diagonal - window_left, 0, seqlen_k) / BLOCK_K * BLOCK_K;
+    key_end = min(key_end, clamp(q_last + diagonal + window_right + 1, 0, seqlen_k));
+#endif
+#if FLASHCL_BLOCK_MASK
+    const ulong mask_head = mask_offset + (ulong)h * mask_stride_h;
+    __global const uchar *tile_row = tile_mask + (ulong)h * tile_stride_h + (ulong)(q0 / BLOCK_Q) * (ulong)tile_cols;
+    // Every work-item reads the same entries: the skip is uniform.
+#define FLASHCL_NEXT_TILE(k) \
+    for (; (k) < key_end && tile_row[(k) / BLOCK_K] == 0; (k) += BLOCK_K) {}
+#else
+#define FLASHCL_NEXT_TILE(k)
+#endif
+    FLASHCL_NEXT_TILE(key_begin);
+#endif
 
     LOAD_TILE(q_tile, Q_STRIDE, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
 
@@ -171,18 +192,31 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     }
 
     kv_t k_next[KV_LOADS_PER_ITEM], v_next[KV_LOADS_PER_ITEM];
+#if FLASHCL_SPARSE
+    if (key_begin < key_end) {
+        FETCH_KV(k_next, k, k_base, k_stride_s, key_begin);
+        FETCH_KV(v_next, v, v_base, v_stride_s, key_begin);
+    }
+    int next_k0 = key_begin;
+    for (int k0 = key_begin; k0 < key_end; k0 = next_k0) {
+        next_k0 = k0 + BLOCK_K;
+        FLASHCL_NEXT_TILE(next_k0);
+#define NEXT_K0 next_k0
+#else
     if (key_end > 0) {
         FETCH_KV(k_next, k, k_base, k_stride_s, 0);
         FETCH_KV(v_next, v, v_base, v_stride_s, 0);
     }
     for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
+#define NEXT_K0 (k0 + BLOCK_K)
+#endif
         barrier(CLK_LOCAL_MEM_FENCE); // the previous block's readers are done with the tiles
         STORE_KV(k_tile, K_STRIDE, k_next);
         STORE_KV(v_tile, V_STRIDE, v_next);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (k0 + BLOCK_K < key_end) { // uniform: prefetch the next block
-            FETCH_KV(k_next, k, k_base, k_stride_s, k0 + BLOCK_K);
-            FETCH_KV(v_next, v, v_base, v_stride_s, k0 + BLOCK_K);
+        if (NEXT_K0 < key_end) { // uniform: prefetch the next block
+            FETCH_KV(k_next, k, k_base, k_stride_s, NEXT_K0);
+            FETCH_KV(v_next, v, v_base, v_stride_s, NEXT_K0);
         }
 
         float s[ROWS_PER_ITEM][KEYS_PER_ITEM];
@@ -210,14 +244,28 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 
         // Scale, mask (only blocks that reach past seqlen_k or the causal
         // diagonal need it: a uniform test), and partial row maxima.
-        const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal);
+        const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal)
+#if FLASHCL_WINDOW
+                                  || k0 < q_last + diagonal - window_left ||
+                                  k0 + BLOCK_K - 1 > q0 + diagonal + window_right
+#endif
+#if FLASHCL_BLOCK_MASK
+                                  || tile_row[k0 / BLOCK_K] == 2
+#endif
+            ;
         for (int i = 0; i < ROWS_PER_ITEM; ++i) {
             const int row = q0 + tq + i * THREADS_Q;
             float part = -INFINITY;
             for (int j = 0; j < KEYS_PER_ITEM; ++j) {
                 const int col = k0 + tk + j * THREADS_K;
                 float x = s[i][j] * scale;
+#if FLASHCL_SPARSE
+                if (masked_block && (col >= seqlen_k || row >= seqlen_q || (causal && col > row + diagonal) ||
+                                     !FLASHCL_WINDOW_VISIBLE(row, col) || !FLASHCL_BLOCK_VISIBLE(mask_head, row, col)))
+                    x = -INFINITY;
+#else
                 if (masked_block && (col >= seqlen_k || (causal && col > row + diagonal))) x = -INFINITY;
+#endif
                 s[i][j] = x;
                 part = fmax(part, x);
             }
@@ -247,7 +295,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             float own_sum = 0.0f;
             for (int j = 0; j < KEYS_PER_ITEM; ++j) {
                 const float p = exp2((s[i][j] - m_safe) * M_LOG2E_F);
+#if FLASHCL_DROPOUT
+                // The row sum (and so LSE) counts every probability; only
+                // the product with V sees the dropped ones as 0.
+                const int keep = flashcl_dropout_keep((ulong)bh, q0 + r, k0 + tk + j * THREADS_K, dropout_threshold,
+                                                      seed_lo, seed_hi, dropout_offset);
+                p_tile[r * P_STRIDE + tk + j * THREADS_K] = keep ? p : 0.0f;
+#else
                 p_tile[r * P_STRIDE + tk + j * THREADS_K] = p;
+#endif
                 own_sum += p;
             }
             row_sum[i] = row_sum[i] * alpha[i] + own_sum;
@@ -313,7 +369,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         const float l = row_sum[i];
         for (int j = 0; j < DIMS_PER_ITEM; ++j) {
             const int d = OUT_DIM(j);
+#if FLASHCL_DROPOUT
+            if (d < HEAD_DIM)
+                STORE(o, o_base + (ulong)row * o_stride_s + d, l > 0.0f ? acc[i][j] / l * dropout_scale : 0.0f);
+#else
             if (d < HEAD_DIM) STORE(o, o_base + (ulong)row * o_stride_s + d, l > 0.0f ? acc[i][j] / l : 0.0f);
+#endif
         }
         if (write_lse && tk == 0)
             lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h + (ulong)row * lse_stride_s] =

@@ -146,10 +146,30 @@ typedef struct flashcl_attention_desc {
     /* Causal mask, bottom-right aligned: query i sees key j when
      * j <= i + seqlen_k - seqlen_q. */
     int causal;
+    /* Sliding-window (local) attention, aligned bottom-right like causal:
+     * query i stands at key position pos = i + seqlen_k - seqlen_q and sees
+     * key j when pos - window_left <= j <= pos + window_right. -1 leaves that
+     * side unbounded; both -1 (the default) is no window. Intersects with
+     * causal (causal is window_right = 0) and with a block mask. Key tiles
+     * outside the band are skipped. Values below -1 are rejected. */
+    int window_left;
+    int window_right;
+    /* Dropout on the normalised probabilities, fused: each kept probability
+     * is scaled by 1/(1 - dropout_p), a dropped one is 0; LSE is unaffected.
+     * 0 (the default) disables it; must be in [0, 1). Element (b, h, i, j)
+     * is kept when the first word of Philox4x32-10 with key dropout_seed and
+     * counter (j, i, b * heads_q + h + dropout_offset) is at least
+     * floor(dropout_p * 2^32): the mask depends on nothing else (not tiles,
+     * device or plan), and the backward pass regenerates it. Calls that need
+     * independent masks under one seed use offsets batch * heads_q apart. */
+    float dropout_p;
+    uint64_t dropout_seed;
+    uint64_t dropout_offset;
 } flashcl_attention_desc;
 
 /* Fills desc for a plain problem: heads_kv = heads, dtype f32, default scale,
- * not causal. */
+ * not causal, no window (window_left = window_right = -1), no dropout. Every
+ * desc should start here: a zero-filled desc means window 0,0. */
 FLASHCL_API void flashcl_attention_desc_init(flashcl_attention_desc *desc, int batch, int heads,
                                              int seqlen_q, int seqlen_k, int head_dim);
 
@@ -249,6 +269,38 @@ FLASHCL_API flashcl_status flashcl_forward(flashcl_context *ctx, const flashcl_a
                                            const flashcl_tensor *lse, cl_uint num_events_in_wait_list,
                                            const cl_event *event_wait_list, cl_event *event);
 
+/* Inputs a call may take beyond desc: buffers, so they do not fit in it. */
+typedef struct flashcl_attention_extras {
+    /* Block-sparse attention: a uint8 mask over (query block, key block) of
+     * block_size x block_size elements (the last block of each axis may be
+     * shorter), 1 = computed, 0 = masked. Shape (ceil(seqlen_q / block_size),
+     * ceil(seqlen_k / block_size)) shared by every head, or with
+     * block_mask_per_head = 1, (heads_q, ...) one per query head, C order,
+     * starting block_mask_offset bytes into the buffer. block_size need not
+     * match the kernel's tiles: a tile whose blocks are all 0 is skipped (no
+     * loads, no arithmetic), one with some 0 blocks is masked element by
+     * element. Combines with causal and the window by intersection; a row
+     * with no visible key gives O = 0, LSE = -inf and zero gradients.
+     * NULL: no block mask. */
+    cl_mem block_mask;
+    size_t block_mask_offset;
+    int block_size;
+    int block_mask_per_head;
+} flashcl_attention_extras;
+
+/* Sets every extra to its default (none). */
+FLASHCL_API void flashcl_attention_extras_init(flashcl_attention_extras *extras);
+
+/* flashcl_forward with extras (NULL: none, the same as flashcl_forward).
+ * The standard implementation refuses windows, block masks and dropout with
+ * FLASHCL_ERROR_UNSUPPORTED. */
+FLASHCL_API flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                              const flashcl_attention_extras *extras, const flashcl_tensor *q,
+                                              const flashcl_tensor *k, const flashcl_tensor *v,
+                                              const flashcl_tensor *o, const flashcl_tensor *lse,
+                                              cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
+                                              cl_event *event);
+
 /* Convenience: the same on contiguous host arrays of the given layout, for
  * float32 data (desc->dtype must be F32). Blocks until the result is back.
  * lse may be NULL. */
@@ -268,6 +320,24 @@ FLASHCL_API flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_
                                             const flashcl_tensor *dq, const flashcl_tensor *dk,
                                             const flashcl_tensor *dv, cl_uint num_events_in_wait_list,
                                             const cl_event *event_wait_list, cl_event *event);
+
+/* flashcl_backward with extras (NULL: none); they must be the forward's. */
+FLASHCL_API flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                               const flashcl_attention_extras *extras, const flashcl_tensor *q,
+                                               const flashcl_tensor *k, const flashcl_tensor *v,
+                                               const flashcl_tensor *o, const flashcl_tensor *lse,
+                                               const flashcl_tensor *dout, const flashcl_tensor *dq,
+                                               const flashcl_tensor *dk, const flashcl_tensor *dv,
+                                               cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
+                                               cl_event *event);
+
+/* Writes the dropout keep mask of desc (dropout_p, dropout_seed,
+ * dropout_offset) as uint8, 1 = kept, contiguous (batch, heads_q, seqlen_q,
+ * seqlen_k), starting offset bytes into mask: exactly the mask the
+ * attention calls apply. desc->dropout_p must be in (0, 1). */
+FLASHCL_API flashcl_status flashcl_dropout_mask(flashcl_context *ctx, const flashcl_attention_desc *desc, cl_mem mask,
+                                                size_t offset, cl_uint num_events_in_wait_list,
+                                                const cl_event *event_wait_list, cl_event *event);
 
 /* Convenience: forward then backward on contiguous float32 host arrays;
  * blocks until dq, dk, dv are back. o and lse (may be NULL) receive the

@@ -1,8 +1,7 @@
 /* backward.c: validates a backward call, plans it and enqueues the kernels of cl/backward.cl; the host-array form. */
 #include <stdio.h>
 
-#include "kernel_args.h"
-#include "validate.h"
+#include "call_features.h"
 
 /* The three kernels of one backward program (one build per plan). */
 typedef struct backward_kernels {
@@ -10,9 +9,11 @@ typedef struct backward_kernels {
 } backward_kernels;
 
 static flashcl_status get_backward_kernels(flashcl_context *ctx, const flashcl_attention_desc *desc,
-                                           const flashcl_plan *plan, backward_kernels *out) {
-    char options[256];
+                                           const flashcl_plan *plan, const flashcl_features *features,
+                                           backward_kernels *out) {
+    char options[320];
     flashcl_format_kernel_options(options, sizeof options, desc, plan);
+    flashcl_features_options(features, options, sizeof options);
     flashcl_status status;
     if ((status = flashcl_get_kernel(ctx, "backward.cl", "flashcl_backward_delta", options, &out->delta)) ||
         (status = flashcl_get_kernel(ctx, "backward.cl", "flashcl_backward_dkdv", options, &out->dkdv)) ||
@@ -85,6 +86,38 @@ flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_de
                                 const flashcl_tensor *dk, const flashcl_tensor *dv, cl_uint num_events_in_wait_list,
                                 const cl_event *event_wait_list, cl_event *event) {
     if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    return flashcl_backward_ex(ctx, desc, NULL, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
+                               event_wait_list, event);
+}
+
+/* The tile summaries of a block mask for both tiled kernels: dK/dV walks
+ * block_q query rows against block_k keys, dQ the plan transposed. The
+ * second waits for the first, so its event stands for both. */
+static flashcl_status build_backward_tiles(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                           const flashcl_features *f, const flashcl_plan *plan, cl_uint num_events,
+                                           const cl_event *wait_list, flashcl_tile_mask tiles[2], cl_event *done) {
+    cl_event first = NULL;
+    flashcl_status status =
+        flashcl_tile_mask_build(ctx, desc, f, plan->block_q, plan->block_k, num_events, wait_list, &tiles[0], &first);
+    if (status != FLASHCL_SUCCESS) return status;
+    if (!first) {
+        tiles[1] = tiles[0];
+        *done = NULL;
+        return FLASHCL_SUCCESS;
+    }
+    status = flashcl_tile_mask_build(ctx, desc, f, plan->block_k, plan->block_q, 1, &first, &tiles[1], done);
+    clReleaseEvent(first);
+    if (status != FLASHCL_SUCCESS) flashcl_tile_mask_release(&tiles[0]);
+    return status;
+}
+
+flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                   const flashcl_attention_extras *extras, const flashcl_tensor *q,
+                                   const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
+                                   const flashcl_tensor *lse, const flashcl_tensor *dout, const flashcl_tensor *dq,
+                                   const flashcl_tensor *dk, const flashcl_tensor *dv, cl_uint num_events_in_wait_list,
+                                   const cl_event *event_wait_list, cl_event *event) {
+    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
     flashcl_clear_error(ctx);
     if (!lse)
         return flashcl_fail(ctx, FLASHCL_ERROR_MISSING_LSE,
@@ -94,9 +127,15 @@ flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_de
         {"o", o, FLASHCL_SHAPE_Q, 0, 0},     {"lse", lse, FLASHCL_SHAPE_LSE, 0, 0}, {"dout", dout, FLASHCL_SHAPE_Q, 0, 0},
         {"dq", dq, FLASHCL_SHAPE_Q, 1, 0},   {"dk", dk, FLASHCL_SHAPE_KV, 1, 0},   {"dv", dv, FLASHCL_SHAPE_KV, 1, 0},
     };
-    flashcl_status status = flashcl_validate_call(ctx, desc, tensors, (int)(sizeof tensors / sizeof tensors[0]),
-                                                  num_events_in_wait_list, event_wait_list);
+    const int tensor_count = (int)(sizeof tensors / sizeof tensors[0]);
+    flashcl_status status =
+        flashcl_validate_call(ctx, desc, tensors, tensor_count, num_events_in_wait_list, event_wait_list);
     if (status != FLASHCL_SUCCESS) return status;
+    flashcl_features features;
+    if ((status = flashcl_features_resolve(ctx, desc, extras, &features)) ||
+        (status = flashcl_features_validate_mask(ctx, desc, &features, tensors, tensor_count)) ||
+        (status = flashcl_features_check_impl(ctx, &features)))
+        return status;
     if (ctx->impl == FLASHCL_IMPL_STANDARD)
         return flashcl_standard_backward(ctx, desc, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
                                          event_wait_list, event);
@@ -105,17 +144,31 @@ flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_de
     if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_BACKWARD, desc, &plan))) return status;
     /* The only scratch: D = rowsum(dO * O), one float per query row (O(N)). */
     const size_t rows = (size_t)desc->batch * (size_t)desc->heads_q * (size_t)desc->seqlen_q;
-    const size_t scratch_bytes = rows * sizeof(float);
+    const size_t tile_bytes = flashcl_tile_mask_bytes(desc, &features, plan.block_q, plan.block_k) +
+                              flashcl_tile_mask_bytes(desc, &features, plan.block_k, plan.block_q);
+    const size_t scratch_bytes = rows * sizeof(float) + tile_bytes;
     if (ctx->memory_budget != 0 && scratch_bytes > ctx->memory_budget)
         return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
                             "the backward pass needs %zu bytes of scratch, the memory budget is %zu", scratch_bytes,
                             ctx->memory_budget);
     backward_kernels kernels;
-    if ((status = get_backward_kernels(ctx, desc, &plan, &kernels))) return status;
+    if ((status = get_backward_kernels(ctx, desc, &plan, &features, &kernels))) return status;
 
     cl_int err;
-    cl_mem delta = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, scratch_bytes, NULL, &err);
+    cl_mem delta = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, rows * sizeof(float), NULL, &err);
     if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clCreateBuffer (backward scratch)");
+    flashcl_tile_mask tiles[2];
+    cl_event tiles_done = NULL;
+    status = build_backward_tiles(ctx, desc, &features, &plan, num_events_in_wait_list, event_wait_list, tiles,
+                                  &tiles_done);
+    if (status != FLASHCL_SUCCESS) {
+        clReleaseMemObject(delta);
+        return status;
+    }
+    if (tiles_done) {
+        num_events_in_wait_list = 1;
+        event_wait_list = &tiles_done;
+    }
 
     const int group_size = desc->heads_q / desc->heads_kv;
     const float scale = flashcl_effective_scale(desc);
@@ -138,7 +191,8 @@ flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_de
     flashcl_arg_int(&a, desc->seqlen_q);
     flashcl_arg_int(&a, desc->seqlen_k);
     flashcl_arg_float(&a, scale);
-    flashcl_arg_int(&a, desc->causal != 0);
+    flashcl_arg_int(&a, features.causal);
+    flashcl_arg_features(&a, &features, &tiles[0]);
     if (args_error == CL_SUCCESS) args_error = a.error;
 
     a = (flashcl_kernel_args){kernels.dq, 0, CL_SUCCESS};
@@ -149,11 +203,12 @@ flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_de
     flashcl_arg_int(&a, desc->seqlen_q);
     flashcl_arg_int(&a, desc->seqlen_k);
     flashcl_arg_float(&a, scale);
-    flashcl_arg_int(&a, desc->causal != 0);
+    flashcl_arg_int(&a, features.causal);
+    flashcl_arg_features(&a, &features, &tiles[1]);
     if (args_error == CL_SUCCESS) args_error = a.error;
     if (args_error != CL_SUCCESS) {
-        clReleaseMemObject(delta);
-        return flashcl_fail_cl(ctx, args_error, "clSetKernelArg (backward)");
+        status = flashcl_fail_cl(ctx, args_error, "clSetKernelArg (backward)");
+        goto done;
     }
 
     /* The delta kernel is a plain row loop: any work-group size divides a
@@ -168,11 +223,15 @@ flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_de
     const size_t dq_global[2] = {query_blocks * wg, (size_t)desc->batch * (size_t)desc->heads_q};
     status = enqueue_all(ctx, &kernels, delta_global, delta_local, dkdv_global, dq_global, wg,
                          num_events_in_wait_list, event_wait_list, event);
-    /* The kernels keep the buffer alive until they finish. */
+    if (status == FLASHCL_SUCCESS)
+        flashcl_record_stats(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, desc, &plan, scratch_bytes);
+done:
+    /* The kernels keep the buffers alive until they finish. */
     clReleaseMemObject(delta);
-    if (status != FLASHCL_SUCCESS) return status;
-    flashcl_record_stats(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, desc, &plan, scratch_bytes);
-    return FLASHCL_SUCCESS;
+    if (tiles_done) clReleaseEvent(tiles_done);
+    if (tiles[1].tiles != tiles[0].tiles) flashcl_tile_mask_release(&tiles[1]);
+    flashcl_tile_mask_release(&tiles[0]);
+    return status;
 }
 
 flashcl_status flashcl_backward_host(flashcl_context *ctx, const flashcl_attention_desc *desc, flashcl_layout layout,

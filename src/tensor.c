@@ -15,6 +15,13 @@ void flashcl_attention_desc_init(flashcl_attention_desc *desc, int batch, int he
     desc->seqlen_k = seqlen_k;
     desc->head_dim = head_dim;
     desc->dtype = FLASHCL_DTYPE_F32;
+    desc->window_left = -1;
+    desc->window_right = -1;
+}
+
+void flashcl_attention_extras_init(flashcl_attention_extras *extras) {
+    if (!extras) return;
+    memset(extras, 0, sizeof *extras);
 }
 
 flashcl_tensor flashcl_tensor_contiguous(cl_mem buffer, flashcl_layout layout, int heads, int seqlen, int head_dim) {

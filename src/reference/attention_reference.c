@@ -7,8 +7,81 @@
 /* Rounds to float when emulating float arithmetic. */
 static double r(flashcl_ref_precision p, double x) { return p == FLASHCL_REF_FLOAT ? (double)(float)x : x; }
 
-static int visible(const flashcl_attention_desc *d, int i, int j) {
-    return !d->causal || j <= i + d->seqlen_k - d->seqlen_q;
+/* The row of one (batch, head) that the reference works on, with what
+ * decides which of its keys are visible and kept. */
+typedef struct ref_row {
+    const flashcl_attention_desc *d;
+    const flashcl_reference_extras *x;
+    int b, h, i;
+} ref_row;
+
+static size_t element_index(const ref_row *w, int j) {
+    const flashcl_attention_desc *d = w->d;
+    return (((size_t)w->b * d->heads_q + w->h) * d->seqlen_q + w->i) * d->seqlen_k + j;
+}
+
+static int visible(const ref_row *w, int j) {
+    const flashcl_attention_desc *d = w->d;
+    const long pos = (long)w->i + d->seqlen_k - d->seqlen_q;
+    if (d->causal && j > pos) return 0;
+    if (d->window_left >= 0 && j < pos - d->window_left) return 0;
+    if (d->window_right >= 0 && j > pos + d->window_right) return 0;
+    return !w->x || !w->x->mask || w->x->mask[element_index(w, j)] != 0;
+}
+
+/* The factor dropout applies to P_ij: 0 or 1/(1-p) (1 without dropout). */
+static double dropout_factor(const ref_row *w, int j) {
+    const flashcl_attention_desc *d = w->d;
+    if (d->dropout_p <= 0.0f) return 1.0;
+    const int keep = w->x && w->x->keep ? w->x->keep[element_index(w, j)] != 0
+                                        : flashcl_reference_dropout_keep(d, w->b, w->h, w->i, j);
+    return keep ? 1.0 / (1.0 - (double)d->dropout_p) : 0.0;
+}
+
+void flashcl_reference_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    for (int round = 0; round < 10; ++round) {
+        const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        c1 = (uint32_t)p1;
+        c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c3 = (uint32_t)p0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+int flashcl_reference_dropout_keep(const flashcl_attention_desc *d, int b, int h, int i, int j) {
+    const uint64_t upper = (uint64_t)b * (uint64_t)d->heads_q + (uint64_t)h + d->dropout_offset;
+    const uint32_t ctr[4] = {(uint32_t)j, (uint32_t)i, (uint32_t)upper, (uint32_t)(upper >> 32)};
+    const uint32_t key[2] = {(uint32_t)d->dropout_seed, (uint32_t)(d->dropout_seed >> 32)};
+    uint32_t out[4];
+    flashcl_reference_philox(ctr, key, out);
+    /* Kept when the word is at least floor(p * 2^32), as the kernels decide. */
+    return out[0] >= (uint32_t)floor((double)d->dropout_p * 4294967296.0);
+}
+
+void flashcl_reference_dropout_mask(const flashcl_attention_desc *d, uint8_t *keep) {
+    size_t x = 0;
+    for (int b = 0; b < d->batch; ++b)
+        for (int h = 0; h < d->heads_q; ++h)
+            for (int i = 0; i < d->seqlen_q; ++i)
+                for (int j = 0; j < d->seqlen_k; ++j) keep[x++] = (uint8_t)flashcl_reference_dropout_keep(d, b, h, i, j);
+}
+
+void flashcl_reference_expand_block_mask(const flashcl_attention_desc *d, const uint8_t *block_mask, int block_size,
+                                         int per_head, uint8_t *mask) {
+    const size_t rows = ((size_t)d->seqlen_q + block_size - 1) / block_size;
+    const size_t cols = ((size_t)d->seqlen_k + block_size - 1) / block_size;
+    size_t x = 0;
+    for (int b = 0; b < d->batch; ++b)
+        for (int h = 0; h < d->heads_q; ++h) {
+            const uint8_t *plane = block_mask + (per_head ? (size_t)h * rows * cols : 0);
+            for (int i = 0; i < d->seqlen_q; ++i)
+                for (int j = 0; j < d->seqlen_k; ++j)
+                    mask[x++] = plane[(size_t)(i / block_size) * cols + (size_t)(j / block_size)] != 0;
+        }
 }
 
 static double scale_of(const flashcl_attention_desc *d) {
@@ -17,13 +90,14 @@ static double scale_of(const flashcl_attention_desc *d) {
 
 /* Probabilities of row i of one head into p[0..Sk); returns the row's
  * log-sum-exp (-inf if no key is visible, with p all zero). */
-static double softmax_row(const flashcl_attention_desc *d, flashcl_ref_precision prec, const float *qrow,
-                          const float *khead, int i, double *p) {
+static double softmax_row(const ref_row *w, flashcl_ref_precision prec, const float *qrow, const float *khead,
+                          double *p) {
+    const flashcl_attention_desc *d = w->d;
     const int D = d->head_dim;
     const double scale = r(prec, scale_of(d));
     double m = -INFINITY;
     for (int j = 0; j < d->seqlen_k; ++j) {
-        if (!visible(d, i, j)) {
+        if (!visible(w, j)) {
             p[j] = -INFINITY;
             continue;
         }
@@ -47,6 +121,12 @@ static double softmax_row(const flashcl_attention_desc *d, flashcl_ref_precision
 
 int flashcl_reference_forward(const flashcl_attention_desc *d, flashcl_ref_precision prec, const float *q,
                               const float *k, const float *v, double *o, double *lse) {
+    return flashcl_reference_forward_ex(d, prec, NULL, q, k, v, o, lse);
+}
+
+int flashcl_reference_forward_ex(const flashcl_attention_desc *d, flashcl_ref_precision prec,
+                                 const flashcl_reference_extras *extras, const float *q, const float *k,
+                                 const float *v, double *o, double *lse) {
     const int D = d->head_dim, Sq = d->seqlen_q, Sk = d->seqlen_k, group = d->heads_q / d->heads_kv;
     double *p = malloc(sizeof(double) * (size_t)Sk);
     if (!p) return -1;
@@ -55,8 +135,11 @@ int flashcl_reference_forward(const flashcl_attention_desc *d, flashcl_ref_preci
             const size_t qh = ((size_t)b * d->heads_q + h) * Sq * D;
             const size_t kh = ((size_t)b * d->heads_kv + h / group) * Sk * D;
             for (int i = 0; i < Sq; ++i) {
-                double l = softmax_row(d, prec, q + qh + (size_t)i * D, k + kh, i, p);
+                const ref_row w = {d, extras, b, h, i};
+                double l = softmax_row(&w, prec, q + qh + (size_t)i * D, k + kh, p);
                 if (lse) lse[((size_t)b * d->heads_q + h) * Sq + i] = l;
+                /* Dropout acts on the normalised probabilities, after LSE. */
+                for (int j = 0; j < Sk; ++j) p[j] = r(prec, p[j] * dropout_factor(&w, j));
                 for (int t = 0; t < D; ++t) {
                     double acc = 0.0;
                     for (int j = 0; j < Sk; ++j) acc = r(prec, acc + r(prec, p[j] * v[kh + (size_t)j * D + t]));
@@ -71,6 +154,12 @@ int flashcl_reference_forward(const flashcl_attention_desc *d, flashcl_ref_preci
 int flashcl_reference_backward(const flashcl_attention_desc *d, flashcl_ref_precision prec, const float *q,
                                const float *k, const float *v, const float *dout, double *dq, double *dk,
                                double *dv) {
+    return flashcl_reference_backward_ex(d, prec, NULL, q, k, v, dout, dq, dk, dv);
+}
+
+int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_precision prec,
+                                  const flashcl_reference_extras *extras, const float *q, const float *k,
+                                  const float *v, const float *dout, double *dq, double *dk, double *dv) {
     const int D = d->head_dim, Sq = d->seqlen_q, Sk = d->seqlen_k, group = d->heads_q / d->heads_kv;
     const double scale = r(prec, scale_of(d));
     double *p = malloc(sizeof(double) * (size_t)Sk);
@@ -88,24 +177,29 @@ int flashcl_reference_backward(const flashcl_attention_desc *d, flashcl_ref_prec
             const size_t kh = ((size_t)b * d->heads_kv + h / group) * Sk * D;
             for (int i = 0; i < Sq; ++i) {
                 const float *qrow = q + qh + (size_t)i * D, *dorow = dout + qh + (size_t)i * D;
-                softmax_row(d, prec, qrow, k + kh, i, p);
-                /* dP = dO V^T; D_i = sum_j P_ij dP_ij (= rowsum(dO * O)). */
+                const ref_row w = {d, extras, b, h, i};
+                softmax_row(&w, prec, qrow, k + kh, p);
+                /* With dropout factors z_j (0 or 1/(1-p); 1 without):
+                 * O = sum_j z_j P_j V_j, so dV_j += z_j P_j dO, dP'_j =
+                 * z_j (dO . V_j), D_i = sum_j P_j dP'_j (= rowsum(dO * O))
+                 * and dS_j = P_j (dP'_j - D_i). */
                 double di = 0.0;
                 for (int j = 0; j < Sk; ++j) {
                     double s = 0.0;
                     for (int t = 0; t < D; ++t) s = r(prec, s + r(prec, (double)dorow[t] * v[kh + (size_t)j * D + t]));
-                    dp[j] = s;
-                    di = r(prec, di + r(prec, p[j] * s));
+                    dp[j] = r(prec, s * dropout_factor(&w, j));
+                    di = r(prec, di + r(prec, p[j] * dp[j]));
                 }
                 for (int t = 0; t < D; ++t) dq[qh + (size_t)i * D + t] = 0.0;
                 for (int j = 0; j < Sk; ++j) {
                     if (p[j] == 0.0) continue;
                     const double ds = r(prec, r(prec, p[j] * r(prec, dp[j] - di)) * scale);
+                    const double pz = r(prec, p[j] * dropout_factor(&w, j));
                     for (int t = 0; t < D; ++t) {
                         const size_t kx = kh + (size_t)j * D + t;
                         dq[qh + (size_t)i * D + t] = r(prec, dq[qh + (size_t)i * D + t] + r(prec, ds * k[kx]));
                         dk[kx] = r(prec, dk[kx] + r(prec, ds * qrow[t]));
-                        dv[kx] = r(prec, dv[kx] + r(prec, p[j] * dorow[t]));
+                        dv[kx] = r(prec, dv[kx] + r(prec, pz * dorow[t]));
                     }
                 }
             }

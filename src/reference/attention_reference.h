@@ -3,6 +3,7 @@
 #define FLASHCL_ATTENTION_REFERENCE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "flashcl.h"
 
@@ -23,6 +24,40 @@ int flashcl_reference_forward(const flashcl_attention_desc *desc, flashcl_ref_pr
 int flashcl_reference_backward(const flashcl_attention_desc *desc, flashcl_ref_precision precision, const float *q,
                                const float *k, const float *v, const float *dout, double *dq, double *dk,
                                double *dv);
+
+/* What the reference takes beyond desc (whose causal flag, window and
+ * dropout fields it honours by themselves). */
+typedef struct flashcl_reference_extras {
+    /* A general element mask (B, Hq, Sq, Sk), 0 = masked, intersected with
+     * desc's causal flag and window; NULL: none. */
+    const uint8_t *mask;
+    /* The dropout keep mask (B, Hq, Sq, Sk), 1 = kept, used instead of the
+     * Philox mask desc describes (desc->dropout_p still gives the scale);
+     * NULL: the Philox mask. */
+    const uint8_t *keep;
+} flashcl_reference_extras;
+
+/* The forward and backward passes with extras (NULL: none). */
+int flashcl_reference_forward_ex(const flashcl_attention_desc *desc, flashcl_ref_precision precision,
+                                 const flashcl_reference_extras *extras, const float *q, const float *k,
+                                 const float *v, double *o, double *lse);
+int flashcl_reference_backward_ex(const flashcl_attention_desc *desc, flashcl_ref_precision precision,
+                                  const flashcl_reference_extras *extras, const float *q, const float *k,
+                                  const float *v, const float *dout, double *dq, double *dk, double *dv);
+
+/* Philox4x32-10 of counter ctr under key, all four output words into out. */
+void flashcl_reference_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+/* 1 if dropout keeps element (b, h, i, j) of desc (see flashcl_attention_desc). */
+int flashcl_reference_dropout_keep(const flashcl_attention_desc *desc, int b, int h, int i, int j);
+
+/* The whole keep mask of desc, (B, Hq, Sq, Sk), 1 = kept. */
+void flashcl_reference_dropout_mask(const flashcl_attention_desc *desc, uint8_t *keep);
+
+/* Expands a block mask (see flashcl_attention_extras) into the element mask
+ * (B, Hq, Sq, Sk) that flashcl_reference_extras.mask takes. */
+void flashcl_reference_expand_block_mask(const flashcl_attention_desc *desc, const uint8_t *block_mask,
+                                         int block_size, int per_head, uint8_t *mask);
 
 /* Reorders a contiguous (B,S,H,D) array into (B,H,S,D) or back. */
 void flashcl_reference_bshd_to_bhsd(const float *in, float *out, int batch, int seqlen, int heads, int dim);

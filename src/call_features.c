@@ -1,0 +1,185 @@
+/* call_features.c: sliding window, block mask and dropout of a call: checks, -D options, tile summaries, kernel arguments. */
+#include "call_features.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+cl_uint flashcl_dropout_threshold(float p) {
+    /* p < 1, so p * 2^32 < 2^32; the product is exact in double. */
+    return (cl_uint)floor((double)p * 4294967296.0);
+}
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                        const flashcl_attention_extras *extras, flashcl_features *f) {
+    memset(f, 0, sizeof *f);
+    /* An unbounded side becomes a width no position difference reaches, so
+     * the kernels need no special case (seqlens are ints: no overflow). */
+    const int unbounded = desc->seqlen_q + desc->seqlen_k;
+    f->causal = desc->causal != 0;
+    f->window = desc->window_left >= 0 || desc->window_right >= 0;
+    if (f->window) {
+        f->window_left = desc->window_left >= 0 ? desc->window_left : unbounded;
+        f->window_right = desc->window_right >= 0 ? desc->window_right : unbounded;
+        if (f->causal && f->window_right > 0) f->window_right = 0; /* causal is the window's right edge at 0 */
+        f->causal = 0;
+    }
+    if (desc->dropout_p > 0.0f) {
+        f->dropout = 1;
+        f->dropout_threshold = flashcl_dropout_threshold(desc->dropout_p);
+        f->dropout_scale = (float)(1.0 / (1.0 - (double)desc->dropout_p));
+        f->seed_lo = (cl_uint)desc->dropout_seed;
+        f->seed_hi = (cl_uint)(desc->dropout_seed >> 32);
+        f->dropout_offset = desc->dropout_offset;
+    }
+    if (!extras || !extras->block_mask) {
+        if (extras && (extras->block_mask_offset != 0 || extras->block_size != 0 || extras->block_mask_per_head != 0))
+            return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                "extras->block_mask is NULL but its offset, block_size or per_head flag is set");
+        return FLASHCL_SUCCESS;
+    }
+    if (extras->block_size < 1)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "block_size %d must be >= 1 with a block mask",
+                            extras->block_size);
+    if (extras->block_mask_per_head != 0 && extras->block_mask_per_head != 1)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "block_mask_per_head must be 0 or 1, not %d",
+                            extras->block_mask_per_head);
+    f->block_mask = 1;
+    f->mask_block = extras->block_size;
+    f->mask_rows = (int)ceil_div((size_t)desc->seqlen_q, (size_t)extras->block_size);
+    f->mask_cols = (int)ceil_div((size_t)desc->seqlen_k, (size_t)extras->block_size);
+    f->mask_heads = extras->block_mask_per_head ? desc->heads_q : 1;
+    const size_t plane = (size_t)f->mask_rows * (size_t)f->mask_cols;
+    f->mask_view = (flashcl_tensor){extras->block_mask, extras->block_mask_offset, 0,
+                                    extras->block_mask_per_head ? plane : 0, (size_t)f->mask_cols};
+    f->mask_shape = (flashcl_shape){1, (size_t)f->mask_heads, (size_t)f->mask_rows, (size_t)f->mask_cols, 1};
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                              const flashcl_features *f, const flashcl_call_tensor *tensors,
+                                              int count) {
+    if (!f->block_mask) return FLASHCL_SUCCESS;
+    flashcl_extent mask, output;
+    flashcl_status status = flashcl_validate_tensor(ctx, "block_mask", &f->mask_view, &f->mask_shape, 0, &mask);
+    if (status != FLASHCL_SUCCESS) return status;
+    flashcl_shape shapes[3];
+    flashcl_attention_shapes(desc, &shapes[FLASHCL_SHAPE_Q], &shapes[FLASHCL_SHAPE_KV], &shapes[FLASHCL_SHAPE_LSE]);
+    for (int i = 0; i < count; ++i) {
+        if (!tensors[i].is_output || !tensors[i].tensor) continue;
+        /* Already validated by flashcl_validate_call: this only recomputes the extent. */
+        status = flashcl_validate_tensor(ctx, tensors[i].name, tensors[i].tensor, &shapes[tensors[i].kind], 1, &output);
+        if (status == FLASHCL_SUCCESS)
+            status = flashcl_check_no_overlap(ctx, tensors[i].name, &output, "block_mask", &mask);
+        if (status != FLASHCL_SUCCESS) return status;
+    }
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_features_check_impl(flashcl_context *ctx, const flashcl_features *f) {
+    if (ctx->impl != FLASHCL_IMPL_STANDARD || !flashcl_features_any(f)) return FLASHCL_SUCCESS;
+    return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                        "the standard implementation has no %s; select FLASHCL_IMPL_FLASH",
+                        f->window ? "sliding window" : f->block_mask ? "block mask" : "dropout");
+}
+
+void flashcl_features_options(const flashcl_features *f, char *options, size_t size) {
+    size_t used = strlen(options);
+    if (f->window && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_WINDOW=1");
+    if (f->block_mask && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_BLOCK_MASK=1");
+    if (f->dropout && used < size) snprintf(options + used, size - used, " -DFLASHCL_DROPOUT=1");
+}
+
+static void tile_counts(const flashcl_attention_desc *desc, int tile_q, int tile_k, size_t *rows, size_t *cols) {
+    *rows = ceil_div((size_t)desc->seqlen_q, (size_t)tile_q);
+    *cols = ceil_div((size_t)desc->seqlen_k, (size_t)tile_k);
+}
+
+size_t flashcl_tile_mask_bytes(const flashcl_attention_desc *desc, const flashcl_features *f, int tile_q, int tile_k) {
+    if (!f->block_mask) return 0;
+    size_t rows, cols;
+    tile_counts(desc, tile_q, tile_k, &rows, &cols);
+    return (size_t)f->mask_heads * rows * cols;
+}
+
+flashcl_status flashcl_tile_mask_build(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                       const flashcl_features *f, int tile_q, int tile_k, cl_uint num_events,
+                                       const cl_event *wait_list, flashcl_tile_mask *out, cl_event *done) {
+    memset(out, 0, sizeof *out);
+    *done = NULL;
+    if (!f->block_mask) return FLASHCL_SUCCESS;
+    cl_kernel kernel;
+    flashcl_status status = flashcl_get_kernel(ctx, "block_mask.cl", "flashcl_tile_mask", "", &kernel);
+    if (status != FLASHCL_SUCCESS) return status;
+    size_t rows, cols;
+    tile_counts(desc, tile_q, tile_k, &rows, &cols);
+    const size_t bytes = flashcl_tile_mask_bytes(desc, f, tile_q, tile_k);
+    cl_int err;
+    out->tiles = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err != CL_SUCCESS) {
+        out->tiles = NULL;
+        return flashcl_fail_cl(ctx, err, "clCreateBuffer (block mask tiles)");
+    }
+    out->cols = (int)cols;
+    out->stride_head = f->mask_heads > 1 ? rows * cols : 0;
+    flashcl_kernel_args a = {kernel, 0, CL_SUCCESS};
+    flashcl_arg_mem(&a, f->mask_view.buffer);
+    flashcl_arg_ulong(&a, f->mask_view.offset);
+    flashcl_arg_ulong(&a, f->mask_view.stride_head);
+    flashcl_arg_int(&a, f->mask_block);
+    flashcl_arg_int(&a, f->mask_cols);
+    flashcl_arg_int(&a, desc->seqlen_q);
+    flashcl_arg_int(&a, desc->seqlen_k);
+    flashcl_arg_int(&a, tile_q);
+    flashcl_arg_int(&a, tile_k);
+    flashcl_arg_int(&a, (int)rows);
+    flashcl_arg_int(&a, (int)cols);
+    flashcl_arg_mem(&a, out->tiles);
+    if (a.error != CL_SUCCESS) {
+        flashcl_tile_mask_release(out);
+        return flashcl_fail_cl(ctx, a.error, "clSetKernelArg (block mask tiles)");
+    }
+    const size_t local = 64 <= ctx->limits.max_work_group_size ? 64 : 1;
+    const size_t global[2] = {ceil_div(rows * cols, local) * local, (size_t)f->mask_heads};
+    const size_t local_size[2] = {local, 1};
+    err = clEnqueueNDRangeKernel(ctx->queue, kernel, 2, NULL, global, local_size, num_events, wait_list, done);
+    if (err != CL_SUCCESS) {
+        flashcl_tile_mask_release(out);
+        return flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (block mask tiles)");
+    }
+    return FLASHCL_SUCCESS;
+}
+
+void flashcl_tile_mask_release(flashcl_tile_mask *t) {
+    if (t->tiles) clReleaseMemObject(t->tiles);
+    t->tiles = NULL;
+}
+
+void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles) {
+    if (f->window) {
+        flashcl_arg_int(a, f->window_left);
+        flashcl_arg_int(a, f->window_right);
+    }
+    if (f->block_mask) {
+        flashcl_arg_mem(a, f->mask_view.buffer);
+        flashcl_arg_ulong(a, f->mask_view.offset);
+        flashcl_arg_ulong(a, f->mask_view.stride_head);
+        flashcl_arg_int(a, f->mask_block);
+        flashcl_arg_int(a, f->mask_cols);
+        flashcl_arg_mem(a, tiles->tiles);
+        flashcl_arg_ulong(a, tiles->stride_head);
+        flashcl_arg_int(a, tiles->cols);
+    }
+    if (f->dropout) {
+        cl_uint words[3] = {f->dropout_threshold, 0, 0};
+        flashcl_arg(a, sizeof words[0], &words[0]);
+        flashcl_arg_float(a, f->dropout_scale);
+        words[1] = f->seed_lo;
+        words[2] = f->seed_hi;
+        flashcl_arg(a, sizeof words[1], &words[1]);
+        flashcl_arg(a, sizeof words[2], &words[2]);
+        flashcl_arg_ulong(a, f->dropout_offset);
+    }
+}

@@ -1,0 +1,72 @@
+/* call_features.h: the optional features of a call (window, block mask, dropout): checks, kernel options and arguments. */
+#ifndef FLASHCL_CALL_FEATURES_H
+#define FLASHCL_CALL_FEATURES_H
+
+#include "kernel_args.h"
+#include "validate.h"
+
+/* What the kernels of one call need to know about its features. */
+typedef struct flashcl_features {
+    int window;                    /* compile FLASHCL_WINDOW */
+    int window_left, window_right; /* >= 0; an unbounded side is widened past every key */
+    int causal;                    /* the kernels' causal flag (0 once folded into the window) */
+    int block_mask;                /* compile FLASHCL_BLOCK_MASK */
+    flashcl_tensor mask_view;      /* the mask as a (1, heads, rows, cols) view of bytes */
+    flashcl_shape mask_shape;
+    int mask_block, mask_rows, mask_cols, mask_heads;
+    int dropout; /* compile FLASHCL_DROPOUT */
+    cl_uint dropout_threshold;
+    float dropout_scale;
+    cl_uint seed_lo, seed_hi;
+    cl_ulong dropout_offset;
+} flashcl_features;
+
+/* Reads desc (already validated) and extras into f; checks the extras'
+ * scalar fields (the mask buffer itself is checked with the call's tensors,
+ * see flashcl_features_mask_tensor). */
+flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                        const flashcl_attention_extras *extras, flashcl_features *f);
+
+static inline int flashcl_features_any(const flashcl_features *f) {
+    return f->window || f->block_mask || f->dropout;
+}
+
+/* Checks the block mask buffer (context, size) and that none of the call's
+ * outputs overlaps it; run after flashcl_validate_call. No-op without a mask. */
+flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                              const flashcl_features *f, const flashcl_call_tensor *tensors,
+                                              int count);
+
+/* FLASHCL_ERROR_UNSUPPORTED if the standard implementation is selected and
+ * the call uses a feature it lacks. */
+flashcl_status flashcl_features_check_impl(flashcl_context *ctx, const flashcl_features *f);
+
+/* Appends the features' -D options (nothing for a dense call, so the dense
+ * kernels build exactly as before). */
+void flashcl_features_options(const flashcl_features *f, char *options, size_t size);
+
+/* A block mask summarised over one kernel's tiles (see cl/block_mask.cl). */
+typedef struct flashcl_tile_mask {
+    cl_mem tiles; /* NULL when the call has no block mask */
+    size_t stride_head;
+    int cols;
+} flashcl_tile_mask;
+
+/* Bytes of scratch the tile summaries of tiles (tile_q x tile_k) take. */
+size_t flashcl_tile_mask_bytes(const flashcl_attention_desc *desc, const flashcl_features *f, int tile_q, int tile_k);
+
+/* Enqueues the summary of f's block mask over tiles of tile_q query rows x
+ * tile_k key columns, after the wait list; *done is its event. Does nothing
+ * (out zeroed, *done NULL) without a block mask. */
+flashcl_status flashcl_tile_mask_build(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                       const flashcl_features *f, int tile_q, int tile_k, cl_uint num_events,
+                                       const cl_event *wait_list, flashcl_tile_mask *out, cl_event *done);
+void flashcl_tile_mask_release(flashcl_tile_mask *t);
+
+/* Sets the features' kernel arguments (FLASHCL_FEATURE_PARAMS of cl/common.cl). */
+void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles);
+
+/* floor(p * 2^32): an element is kept when its Philox word is at least this. */
+cl_uint flashcl_dropout_threshold(float p);
+
+#endif
