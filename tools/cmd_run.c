@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_reference.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "npy.h"
@@ -19,7 +20,7 @@ typedef struct run_tensor {
     cl_mem buffer;
 } run_tensor;
 
-enum { T_Q, T_K, T_V, T_O, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_COUNT };
+enum { T_Q, T_K, T_V, T_O, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_MASK, T_KEEP, T_COUNT };
 
 typedef struct run_state {
     run_options options;
@@ -27,12 +28,13 @@ typedef struct run_state {
     flashcl_context *ctx;
     run_tensor t[T_COUNT];
     int backward;
+    flashcl_attention_extras extras; /* the block mask, if any */
 } run_state;
 
 static void free_state(run_state *s) {
     for (int i = 0; i < T_COUNT; ++i) {
         if (s->t[i].buffer) clReleaseMemObject(s->t[i].buffer);
-        if (i >= T_O && i != T_DOUT) free(s->t[i].host);
+        if (i >= T_O && i != T_DOUT && i != T_MASK) free(s->t[i].host);
     }
     flashcl_context_free(s->ctx);
     run_free_inputs(&s->inputs);
@@ -46,6 +48,7 @@ static int create_buffers(run_state *s) {
     const size_t q_bytes = run_tensor_count(d, d->heads_q, d->seqlen_q) * elem;
     const size_t kv_bytes = run_tensor_count(d, d->heads_kv, d->seqlen_k) * elem;
     const size_t lse_bytes = (size_t)d->batch * d->heads_q * d->seqlen_q * sizeof(float);
+    const size_t keep_bytes = (size_t)d->batch * d->heads_q * d->seqlen_q * d->seqlen_k;
     const struct {
         const char *name;
         size_t bytes;
@@ -61,6 +64,8 @@ static int create_buffers(run_state *s) {
         [T_DQ] = {"dQ", q_bytes, NULL, s->backward},
         [T_DK] = {"dK", kv_bytes, NULL, s->backward},
         [T_DV] = {"dV", kv_bytes, NULL, s->backward},
+        [T_MASK] = {"block mask", s->inputs.block_mask.count, s->inputs.block_mask.data, s->options.block_mask_path != NULL},
+        [T_KEEP] = {"dropout mask", keep_bytes, NULL, s->options.dropout_mask_path != NULL},
     };
     cl_context cl_ctx = flashcl_context_cl_context(s->ctx);
     for (int i = 0; i < T_COUNT; ++i) {
@@ -86,6 +91,12 @@ static int create_buffers(run_state *s) {
                     t->bytes, (int)err);
             return -1;
         }
+    }
+    flashcl_attention_extras_init(&s->extras);
+    if (s->t[T_MASK].buffer) {
+        s->extras.block_mask = s->t[T_MASK].buffer;
+        s->extras.block_size = s->options.block_size;
+        s->extras.block_mask_per_head = s->inputs.block_mask_per_head;
     }
     return 0;
 }
@@ -137,6 +148,11 @@ static void print_problem(const run_state *s) {
            d->batch, d->heads_q, d->heads_kv, d->seqlen_q, d->seqlen_k, d->head_dim,
            d->dtype == FLASHCL_DTYPE_F32 ? "float32" : d->dtype == FLASHCL_DTYPE_F16 ? "float16" : "bfloat16",
            s->options.layout == FLASHCL_LAYOUT_BSHD ? "bshd" : "bhsd", d->causal ? "causal" : "not causal", scale);
+    if (d->window_left >= 0 || d->window_right >= 0) printf("window: %d,%d\n", d->window_left, d->window_right);
+    if (s->options.block_mask_path)
+        printf("block mask: %s, block size %d, %s\n", s->options.block_mask_path, s->options.block_size,
+               s->inputs.block_mask_per_head ? "per head" : "shared by all heads");
+    if (d->dropout_p > 0.0f) printf("dropout: p %g, seed %llu\n", (double)d->dropout_p, s->options.seed);
 }
 
 static int setup_context(run_state *s) {
@@ -165,12 +181,23 @@ static int run_forward(run_state *s) {
     const flashcl_tensor q = view(s, T_Q, d->heads_q, d->seqlen_q), k = view(s, T_K, d->heads_kv, d->seqlen_k),
                          v = view(s, T_V, d->heads_kv, d->seqlen_k), o = view(s, T_O, d->heads_q, d->seqlen_q),
                          lse = flashcl_tensor_lse(s->t[T_LSE].buffer, d->heads_q, d->seqlen_q);
-    flashcl_status status = flashcl_forward(s->ctx, d, &q, &k, &v, &o, &lse, 0, NULL, NULL);
+    flashcl_status status = flashcl_forward_ex(s->ctx, d, &s->extras, &q, &k, &v, &o, &lse, 0, NULL, NULL);
     if (status != FLASHCL_SUCCESS) {
         cli_report_library_error("run", "forward", s->ctx, status);
         return -1;
     }
     if (read_back(s, T_O, T_LSE) != 0) return -1;
+    if (s->options.dropout_mask_path) {
+        status = flashcl_dropout_mask(s->ctx, d, s->t[T_KEEP].buffer, 0, 0, NULL, NULL);
+        if (status != FLASHCL_SUCCESS) {
+            cli_report_library_error("run", "dropout mask", s->ctx, status);
+            return -1;
+        }
+        if (read_back(s, T_KEEP, T_KEEP) != 0) return -1;
+        const size_t keep_shape[4] = {(size_t)d->batch, (size_t)d->heads_q, (size_t)d->seqlen_q, (size_t)d->seqlen_k};
+        if (write_output(s->options.dropout_mask_path, NPY_DTYPE_U8, 4, keep_shape, s->t[T_KEEP].host) != 0)
+            return -1;
+    }
     print_call("forward", s);
     size_t q_shape[4];
     run_tensor_shape(d, s->options.layout, d->heads_q, d->seqlen_q, q_shape);
@@ -189,7 +216,8 @@ static int run_backward(run_state *s) {
                          lse = flashcl_tensor_lse(s->t[T_LSE].buffer, d->heads_q, d->seqlen_q),
                          dout = view(s, T_DOUT, d->heads_q, d->seqlen_q), dq = view(s, T_DQ, d->heads_q, d->seqlen_q),
                          dk = view(s, T_DK, d->heads_kv, d->seqlen_k), dv = view(s, T_DV, d->heads_kv, d->seqlen_k);
-    flashcl_status status = flashcl_backward(s->ctx, d, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv, 0, NULL, NULL);
+    flashcl_status status =
+        flashcl_backward_ex(s->ctx, d, &s->extras, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv, 0, NULL, NULL);
     if (status != FLASHCL_SUCCESS) {
         cli_report_library_error("run", "backward", s->ctx, status);
         return -1;
@@ -242,11 +270,18 @@ static int run_check(run_state *s, int backward) {
         a = as_float_bhsd(s, T_O, hq, sq);
     }
     int result = -1;
-    const check_inputs in = {q, k, v, dout};
-    if (q && k && v && a && (!backward || (dout && b && c)))
+    unsigned char *mask = NULL;
+    if (s->options.block_mask_path) {
+        mask = malloc((size_t)d->batch * hq * sq * sk);
+        if (mask)
+            flashcl_reference_expand_block_mask(d, s->inputs.block_mask.data, s->options.block_size,
+                                                s->inputs.block_mask_per_head, mask);
+    }
+    const check_inputs in = {q, k, v, dout, mask};
+    if (q && k && v && a && (!backward || (dout && b && c)) && (mask || !s->options.block_mask_path))
         result = backward ? check_backward(d, &in, a, b, c, s->options.tolerance)
                           : check_forward(d, &in, a, s->t[T_LSE].host, s->options.tolerance);
-    free(q), free(k), free(v), free(dout), free(a), free(b), free(c);
+    free(q), free(k), free(v), free(dout), free(a), free(b), free(c), free(mask);
     return check_outcome(result, backward ? "backward" : "forward");
 }
 

@@ -20,6 +20,8 @@ size_t npy_dtype_size(npy_dtype dtype) {
     case NPY_DTYPE_F16:
     case NPY_DTYPE_U16:
         return 2;
+    case NPY_DTYPE_U8:
+        return 1;
     }
     return 0;
 }
@@ -32,6 +34,8 @@ const char *npy_dtype_descr(npy_dtype dtype) {
         return "<f2";
     case NPY_DTYPE_U16:
         return "<u2";
+    case NPY_DTYPE_U8:
+        return "|u1";
     }
     return "?";
 }
@@ -44,6 +48,8 @@ const char *npy_dtype_name(npy_dtype dtype) {
         return "float16";
     case NPY_DTYPE_U16:
         return "uint16";
+    case NPY_DTYPE_U8:
+        return "uint8";
     }
     return "unknown";
 }
@@ -171,12 +177,14 @@ static int dtype_from_descr(const char *descr, npy_dtype *dtype, char *error, si
         *dtype = NPY_DTYPE_F16;
     else if (strcmp(descr, "<u2") == 0)
         *dtype = NPY_DTYPE_U16;
+    else if (strcmp(descr, "|u1") == 0 || strcmp(descr, "<u1") == 0)
+        *dtype = NPY_DTYPE_U8;
     else if (descr[0] == '>') {
         snprintf(error, error_size, "big-endian dtype '%s' is not supported (use '<f4', '<f2' or '<u2')", descr);
         return -1;
     } else {
         snprintf(error, error_size,
-                 "unsupported dtype '%s' (supported: '<f4' float32, '<f2' float16, '<u2' bfloat16 bits)", descr);
+                 "unsupported dtype '%s' (supported: '<f4' float32, '<f2' float16, '<u2' bfloat16 bits, '|u1' uint8)", descr);
         return -1;
     }
     return 0;

@@ -9,7 +9,8 @@
 typedef enum npy_dtype {
     NPY_DTYPE_F32 = 0, /* '<f4' */
     NPY_DTYPE_F16 = 1, /* '<f2' */
-    NPY_DTYPE_U16 = 2  /* '<u2' */
+    NPY_DTYPE_U16 = 2, /* '<u2' */
+    NPY_DTYPE_U8 = 3   /* '|u1': block masks and dropout masks */
 } npy_dtype;
 
 #define NPY_MAX_RANK 8

@@ -64,8 +64,10 @@ int check_forward(const flashcl_attention_desc *d, const check_inputs *in, const
     const size_t q_count = (size_t)d->batch * d->heads_q * d->seqlen_q * d->head_dim;
     const size_t lse_count = (size_t)d->batch * d->heads_q * d->seqlen_q;
     double *o = malloc(q_count * sizeof *o), *lse = malloc(lse_count * sizeof *lse);
+    /* The reference honours desc's window and dropout itself; the block mask comes expanded. */
+    const flashcl_reference_extras extras = {in->mask, NULL};
     int result = -1;
-    if (o && lse && flashcl_reference_forward(d, FLASHCL_REF_DOUBLE, in->q, in->k, in->v, o, lse) == 0) {
+    if (o && lse && flashcl_reference_forward_ex(d, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v, o, lse) == 0) {
         result = compare_one("O", o, got_o, q_count, pick(tolerance, CHECK_OUTPUT, d->dtype));
         result &= compare_one("LSE", lse, got_lse, lse_count, pick(tolerance, CHECK_LSE, d->dtype));
     }
@@ -79,9 +81,11 @@ int check_backward(const flashcl_attention_desc *d, const check_inputs *in, cons
     const size_t q_count = (size_t)d->batch * d->heads_q * d->seqlen_q * d->head_dim;
     const size_t kv_count = (size_t)d->batch * d->heads_kv * d->seqlen_k * d->head_dim;
     double *dq = malloc(q_count * sizeof *dq), *dk = malloc(kv_count * sizeof *dk), *dv = malloc(kv_count * sizeof *dv);
+    const flashcl_reference_extras extras = {in->mask, NULL};
     int result = -1;
     if (dq && dk && dv &&
-        flashcl_reference_backward(d, FLASHCL_REF_DOUBLE, in->q, in->k, in->v, in->dout, dq, dk, dv) == 0) {
+        flashcl_reference_backward_ex(d, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v, in->dout, dq, dk, dv) ==
+            0) {
         const double t = pick(tolerance, CHECK_GRADIENT, d->dtype);
         result = compare_one("dQ", dq, got_dq, q_count, t);
         result &= compare_one("dK", dk, got_dk, kv_count, t);

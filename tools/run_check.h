@@ -26,6 +26,7 @@ int check_report(const char *name, const check_error *error, double tolerance);
 /* Inputs of the reference (float, BHSD), as the device saw them. */
 typedef struct check_inputs {
     const float *q, *k, *v, *dout;
+    const unsigned char *mask; /* element mask (B, Hq, Sq, Sk) of a block mask; NULL: none */
 } check_inputs;
 
 /* Run the reference and compare the device's outputs (float, BHSD), one

@@ -36,6 +36,7 @@ npy_dtype run_npy_dtype(flashcl_dtype dtype) {
 
 /* The flashcl dtype of a file: what it holds, reconciled with --dtype. */
 static int file_dtype(const run_options *o, const char *path, const npy_array *a, flashcl_dtype *out) {
+    if (a->dtype == NPY_DTYPE_U8) return file_error(path, "holds uint8; tensors must be float32, float16 or bfloat16");
     if (a->dtype == NPY_DTYPE_U16) {
         if (!o->dtype_given || o->dtype != FLASHCL_DTYPE_BF16)
             return file_error(path, "holds uint16 ('<u2'); if that is bfloat16 data, pass --dtype bf16");
@@ -136,13 +137,37 @@ static int check_inputs(const run_options *o, run_inputs *in) {
     d->dtype = q_dtype;
     d->scale = (float)o->scale;
     d->causal = o->causal;
+    d->window_left = o->window_left;
+    d->window_right = o->window_right;
+    d->dropout_p = (float)o->dropout;
+    d->dropout_seed = (uint64_t)o->seed;
+    return 0;
+}
+
+/* The block mask file: uint8, (ceil(Sq/N), ceil(Sk/N)) or (Hq, ...). */
+static int check_block_mask(const run_options *o, run_inputs *in) {
+    const npy_array *m = &in->block_mask;
+    const flashcl_attention_desc *d = &in->desc;
+    const size_t n = (size_t)o->block_size;
+    const size_t rows = ((size_t)d->seqlen_q + n - 1) / n, cols = ((size_t)d->seqlen_k + n - 1) / n;
+    char shape_text[256];
+    npy_format_shape(m->rank, m->shape, shape_text, sizeof shape_text);
+    if (m->dtype != NPY_DTYPE_U8)
+        return file_error(o->block_mask_path, "a block mask must hold uint8 ('|u1'), not %s", npy_dtype_name(m->dtype));
+    const int shared = m->rank == 2 && m->shape[0] == rows && m->shape[1] == cols;
+    const int per_head = m->rank == 3 && m->shape[0] == (size_t)d->heads_q && m->shape[1] == rows && m->shape[2] == cols;
+    if (!shared && !per_head)
+        return file_error(o->block_mask_path, "shape %s is neither (%zu, %zu) nor (%d, %zu, %zu) for block size %zu",
+                          shape_text, rows, cols, d->heads_q, rows, cols, n);
+    in->block_mask_per_head = per_head;
     return 0;
 }
 
 int run_load_inputs(const run_options *o, run_inputs *in) {
     memset(in, 0, sizeof *in);
     int failed = load(o->q_path, &in->q) || load(o->k_path, &in->k) || load(o->v_path, &in->v) ||
-                 (run_wants_backward(o) && load(o->dout_path, &in->dout)) || check_inputs(o, in);
+                 (run_wants_backward(o) && load(o->dout_path, &in->dout)) || check_inputs(o, in) ||
+                 (o->block_mask_path && (load(o->block_mask_path, &in->block_mask) || check_block_mask(o, in)));
     if (failed) run_free_inputs(in);
     return failed ? -1 : 0;
 }
@@ -152,6 +177,7 @@ void run_free_inputs(run_inputs *in) {
     npy_free(&in->k);
     npy_free(&in->v);
     npy_free(&in->dout);
+    npy_free(&in->block_mask);
 }
 
 size_t run_tensor_count(const flashcl_attention_desc *d, int heads, int seqlen) {

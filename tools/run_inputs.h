@@ -9,6 +9,8 @@
 typedef struct run_inputs {
     npy_array q, k, v;
     npy_array dout;             /* empty unless backward was asked for */
+    npy_array block_mask;       /* empty unless --block-mask was given */
+    int block_mask_per_head;    /* the mask file has a leading Hq axis */
     flashcl_attention_desc desc; /* shapes, dtype, scale and causal flag */
 } run_inputs;
 

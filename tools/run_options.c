@@ -2,6 +2,7 @@
 #include "run_options.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
@@ -34,6 +35,16 @@ void run_print_help(FILE *out) {
             "  --check                 compare with a CPU double-precision reference; exit 1 if the\n"
             "                          error exceeds the tolerance\n"
             "  --tolerance T           relative tolerance for --check instead of the defaults below\n"
+            "  --window L,R            sliding window, aligned like --causal: query i (at key position\n"
+            "                          p = i + Sk - Sq) sees keys p-L..p+R; -1 leaves a side unbounded\n"
+            "  --block-mask FILE       block-sparse mask, uint8 ('|u1'), 1 = computed: shape\n"
+            "                          (ceil(Sq/N), ceil(Sk/N)) for all heads or (Hq, ceil(Sq/N), ceil(Sk/N))\n"
+            "  --block-size N          rows and columns per block-mask entry (required with --block-mask)\n"
+            "  --dropout P             dropout probability in [0, 1) on the normalised probabilities\n"
+            "  --seed S                dropout seed (Philox4x32-10 key; default 0)\n"
+            "  --dropout-mask FILE     also write the keep mask, uint8 (B, Hq, Sq, Sk), 1 = kept\n"
+            "(window, causal and block mask combine by intersection; the standard implementation\n"
+            "has none of window, block mask or dropout)\n"
             "backward (all four together; runs the forward, then the backward pass):\n"
             "  --dout FILE             dO, shaped and typed like Q\n"
             "  --dq, --dk, --dv FILE   gradients to write, shaped and typed like Q, K, V\n\n"
@@ -66,6 +77,7 @@ static const path_option PATH_OPTIONS[] = {
     PATH_OPTION("--out", out_path),   PATH_OPTION("--lse", lse_path),   PATH_OPTION("--dout", dout_path),
     PATH_OPTION("--dq", dq_path),     PATH_OPTION("--dk", dk_path),     PATH_OPTION("--dv", dv_path),
     PATH_OPTION("--device", device),  PATH_OPTION("--kernel-dir", kernel_dir),
+    PATH_OPTION("--block-mask", block_mask_path), PATH_OPTION("--dropout-mask", dropout_mask_path),
 };
 
 static int parse_value_option(const char *name, const char *value, run_options *o) {
@@ -107,14 +119,39 @@ static int parse_value_option(const char *name, const char *value, run_options *
         if (cli_parse_plan(value, &o->backward_plan) != 0)
             return usage_error("--backward-plan needs four positive integers BQ,BK,TQ,TK, not '%s'", value);
         o->backward_plan_given = 1;
+    } else if (strcmp(name, "--window") == 0) {
+        char left[32], right[32];
+        const char *comma = strchr(value, ',');
+        const size_t n = comma ? (size_t)(comma - value) : 0;
+        if (!comma || n == 0 || n >= sizeof left || strlen(comma + 1) >= sizeof right)
+            return usage_error("--window needs L,R (integers >= 0, or -1 for unbounded), not '%s'", value);
+        memcpy(left, value, n);
+        left[n] = '\0';
+        strcpy(right, comma + 1);
+        if (cli_parse_int(left, -1, 2147483647L, &o->window_left) != 0 ||
+            cli_parse_int(right, -1, 2147483647L, &o->window_right) != 0)
+            return usage_error("--window needs L,R (integers >= 0, or -1 for unbounded), not '%s'", value);
+    } else if (strcmp(name, "--block-size") == 0) {
+        if (cli_parse_int(value, 1, 2147483647L, &o->block_size) != 0)
+            return usage_error("--block-size needs a positive integer, not '%s'", value);
+    } else if (strcmp(name, "--dropout") == 0) {
+        if (cli_parse_double(value, &o->dropout) != 0 || !(o->dropout >= 0.0 && o->dropout < 1.0))
+            return usage_error("--dropout needs a probability in [0, 1), not '%s'", value);
+    } else if (strcmp(name, "--seed") == 0) {
+        char *end = NULL;
+        o->seed = strtoull(value, &end, 0);
+        if (!*value || *value == '-' || !end || *end)
+            return usage_error("--seed needs a non-negative integer, not '%s'", value);
     }
     return RUN_PARSE_OK;
 }
 
 run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
-    static const char *const VALUE_OPTIONS[] = {"--scale", "--tolerance", "--layout", "--impl",
-                                                "--dtype", "--plan",      "--backward-plan"};
+    static const char *const VALUE_OPTIONS[] = {"--scale",  "--tolerance",  "--layout",     "--impl",
+                                                "--dtype",  "--plan",       "--backward-plan", "--window",
+                                                "--block-size", "--dropout", "--seed"};
     memset(o, 0, sizeof *o);
+    o->window_left = o->window_right = -1;
     o->layout = FLASHCL_LAYOUT_BHSD;
     o->impl = FLASHCL_IMPL_FLASH;
     for (int i = 1; i < argc; ++i) {
@@ -153,5 +190,9 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
                                (o->dv_path != NULL);
     if (backward_paths != 0 && backward_paths != 4)
         return usage_error("%s", "--dout, --dq, --dk and --dv go together (all four or none)");
+    if ((o->block_mask_path != NULL) != (o->block_size != 0))
+        return usage_error("%s", "--block-mask and --block-size go together");
+    if (o->dropout_mask_path && o->dropout <= 0.0)
+        return usage_error("%s", "--dropout-mask needs --dropout P with P > 0");
     return RUN_PARSE_OK;
 }

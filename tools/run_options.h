@@ -21,6 +21,12 @@ typedef struct run_options {
     flashcl_dtype dtype;
     int forward_plan_given, backward_plan_given;
     flashcl_plan forward_plan, backward_plan;
+    int window_left, window_right; /* -1: unbounded (the default) */
+    const char *block_mask_path;   /* uint8 (nbq, nbk) or (Hq, nbq, nbk); needs block_size */
+    int block_size;
+    double dropout;                /* 0: none */
+    unsigned long long seed;
+    const char *dropout_mask_path; /* write the keep mask (B, Hq, Sq, Sk) uint8 */
 } run_options;
 
 typedef enum run_parse_result {

@@ -13,7 +13,9 @@ static void usage(void) {
             "usage: cli_make_inputs DIR LAYOUT DTYPE B,Hq,Hkv,Sq,Sk,D SEED\n"
             "         writes DIR/q.npy k.npy v.npy dout.npy (LAYOUT bhsd|bshd, DTYPE f32|f16|bf16)\n"
             "       cli_make_inputs --malformed DIR\n"
-            "         writes a valid small problem (good_q/k/v.npy) and malformed variants\n");
+            "         writes a valid small problem (good_q/k/v.npy) and malformed variants\n"
+            "       cli_make_inputs --block-mask FILE ROWS COLS\n"
+            "         writes a random uint8 block mask\n");
 }
 
 /* xorshift64*: reproducible data without depending on the C library's rand(). */
@@ -136,7 +138,22 @@ static int ensure_dir(const char *dir) {
     return -1;
 }
 
+/* A random uint8 block mask (ROWS, COLS), about two thirds on, for --block-mask. */
+static int make_block_mask(const char *path, const char *rows_text, const char *cols_text) {
+    const size_t shape[2] = {strtoul(rows_text, NULL, 10), strtoul(cols_text, NULL, 10)};
+    uint8_t *mask = malloc(shape[0] * shape[1] + 1);
+    if (!mask || shape[0] == 0 || shape[1] == 0) return free(mask), 1;
+    rng_state = 12345;
+    for (size_t i = 0; i < shape[0] * shape[1]; ++i) mask[i] = uniform() < 0.67;
+    char error[256];
+    const int rc = npy_write(path, NPY_DTYPE_U8, 2, shape, mask, error, sizeof error);
+    if (rc != 0) fprintf(stderr, "%s: %s\n", path, error);
+    free(mask);
+    return rc != 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && strcmp(argv[1], "--block-mask") == 0) return make_block_mask(argv[2], argv[3], argv[4]);
     if (argc == 3 && strcmp(argv[1], "--malformed") == 0 && ensure_dir(argv[2]) != 0) return 1;
     if (argc == 6 && ensure_dir(argv[1]) != 0) return 1;
     if (argc == 3 && strcmp(argv[1], "--malformed") == 0) return make_malformed(argv[2]);

@@ -1,0 +1,197 @@
+/* feature_harness.c: runs forward and backward with a window, block mask or dropout and judges them against the reference. */
+#include "feature_harness.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_reference.h"
+#include "test_support.h"
+
+flashcl_context *fh_context(void) { return ts_context(); }
+
+static float *random_array(ts_rng *rng, size_t n) {
+    float *x = malloc(n * sizeof(float));
+    ck_assert(x);
+    ts_fill_uniform(rng, x, n, -1.0f, 1.0f);
+    return x;
+}
+
+void fh_inputs_make(const fh_case *c, uint64_t seed, fh_inputs *in) {
+    const flashcl_attention_desc *d = &c->desc;
+    in->q_count = (size_t)d->batch * d->heads_q * d->seqlen_q * d->head_dim;
+    in->kv_count = (size_t)d->batch * d->heads_kv * d->seqlen_k * d->head_dim;
+    in->lse_count = (size_t)d->batch * d->heads_q * d->seqlen_q;
+    ts_rng rng = {seed};
+    in->q = random_array(&rng, in->q_count);
+    in->k = random_array(&rng, in->kv_count);
+    in->v = random_array(&rng, in->kv_count);
+    in->dout = random_array(&rng, in->q_count);
+}
+
+void fh_inputs_free(fh_inputs *in) {
+    free(in->q), free(in->k), free(in->v), free(in->dout);
+    memset(in, 0, sizeof *in);
+}
+
+static cl_mem buffer_of(cl_context context, size_t bytes, const void *host) {
+    cl_int err;
+    void *poison = NULL;
+    if (!host) { /* outputs start as NaN so an unwritten element cannot pass */
+        poison = malloc(bytes);
+        ck_assert(poison);
+        memset(poison, 0xff, bytes);
+    }
+    cl_mem m = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, host ? (void *)host : poison,
+                              &err);
+    free(poison);
+    ck_assert_msg(err == CL_SUCCESS, "clCreateBuffer: %d", (int)err);
+    return m;
+}
+
+static float *read_floats(cl_command_queue queue, cl_mem m, size_t n) {
+    float *x = malloc(n * sizeof(float));
+    ck_assert(x);
+    ck_assert_int_eq(clEnqueueReadBuffer(queue, m, CL_TRUE, 0, n * sizeof(float), x, 0, NULL, NULL), CL_SUCCESS);
+    return x;
+}
+
+void fh_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int backward, fh_result *out) {
+    const flashcl_attention_desc *d = &c->desc;
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    enum { Q, K, V, O, L, DO, DQ, DK, DV, MASK, N };
+    cl_mem m[N] = {NULL};
+    const size_t fq = in->q_count * sizeof(float), fkv = in->kv_count * sizeof(float);
+    m[Q] = buffer_of(context, fq, in->q);
+    m[K] = buffer_of(context, fkv, in->k);
+    m[V] = buffer_of(context, fkv, in->v);
+    m[O] = buffer_of(context, fq, NULL);
+    m[L] = buffer_of(context, in->lse_count * sizeof(float), NULL);
+    flashcl_attention_extras extras;
+    flashcl_attention_extras_init(&extras);
+    if (c->block_mask) {
+        m[MASK] = buffer_of(context, c->mask_bytes, c->block_mask);
+        extras.block_mask = m[MASK];
+        extras.block_size = c->block_size;
+        extras.block_mask_per_head = c->per_head;
+    }
+    const int hq = d->heads_q, hkv = d->heads_kv, sq = d->seqlen_q, sk = d->seqlen_k, hd = d->head_dim;
+    const flashcl_tensor tq = flashcl_tensor_contiguous(m[Q], FLASHCL_LAYOUT_BHSD, hq, sq, hd),
+                         tk = flashcl_tensor_contiguous(m[K], FLASHCL_LAYOUT_BHSD, hkv, sk, hd),
+                         tv = flashcl_tensor_contiguous(m[V], FLASHCL_LAYOUT_BHSD, hkv, sk, hd),
+                         to = flashcl_tensor_contiguous(m[O], FLASHCL_LAYOUT_BHSD, hq, sq, hd),
+                         tl = flashcl_tensor_lse(m[L], hq, sq);
+    flashcl_status s = flashcl_forward_ex(ctx, d, &extras, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL);
+    ck_assert_msg(s == FLASHCL_SUCCESS, "%s forward: %s", c->name, flashcl_last_error(ctx));
+    memset(out, 0, sizeof *out);
+    if (backward) {
+        m[DO] = buffer_of(context, fq, in->dout);
+        m[DQ] = buffer_of(context, fq, NULL);
+        m[DK] = buffer_of(context, fkv, NULL);
+        m[DV] = buffer_of(context, fkv, NULL);
+        const flashcl_tensor tdo = flashcl_tensor_contiguous(m[DO], FLASHCL_LAYOUT_BHSD, hq, sq, hd),
+                             tdq = flashcl_tensor_contiguous(m[DQ], FLASHCL_LAYOUT_BHSD, hq, sq, hd),
+                             tdk = flashcl_tensor_contiguous(m[DK], FLASHCL_LAYOUT_BHSD, hkv, sk, hd),
+                             tdv = flashcl_tensor_contiguous(m[DV], FLASHCL_LAYOUT_BHSD, hkv, sk, hd);
+        s = flashcl_backward_ex(ctx, d, &extras, &tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv, 0, NULL, NULL);
+        ck_assert_msg(s == FLASHCL_SUCCESS, "%s backward: %s", c->name, flashcl_last_error(ctx));
+        out->dq = read_floats(queue, m[DQ], in->q_count);
+        out->dk = read_floats(queue, m[DK], in->kv_count);
+        out->dv = read_floats(queue, m[DV], in->kv_count);
+    }
+    out->o = read_floats(queue, m[O], in->q_count);
+    out->lse = read_floats(queue, m[L], in->lse_count);
+    for (int i = 0; i < N; ++i)
+        if (m[i]) clReleaseMemObject(m[i]);
+}
+
+void fh_result_free(fh_result *r) {
+    free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv);
+    memset(r, 0, sizeof *r);
+}
+
+uint8_t *fh_dense_mask(const fh_case *c) {
+    const flashcl_attention_desc *d = &c->desc;
+    const size_t rows = ((size_t)d->seqlen_q + (size_t)c->block_size - 1) / (size_t)(c->block_size ? c->block_size : 1);
+    const size_t cols = ((size_t)d->seqlen_k + (size_t)c->block_size - 1) / (size_t)(c->block_size ? c->block_size : 1);
+    uint8_t *mask = malloc((size_t)d->batch * d->heads_q * d->seqlen_q * d->seqlen_k);
+    ck_assert(mask);
+    size_t x = 0;
+    for (int b = 0; b < d->batch; ++b)
+        for (int h = 0; h < d->heads_q; ++h)
+            for (int i = 0; i < d->seqlen_q; ++i)
+                for (int j = 0; j < d->seqlen_k; ++j) {
+                    const long pos = (long)i + d->seqlen_k - d->seqlen_q;
+                    int on = 1;
+                    if (d->causal && j > pos) on = 0;
+                    if (d->window_left >= 0 && j < pos - d->window_left) on = 0;
+                    if (d->window_right >= 0 && j > pos + d->window_right) on = 0;
+                    if (c->block_mask) {
+                        const uint8_t *plane = c->block_mask + (c->per_head ? (size_t)h * rows * cols : 0);
+                        if (!plane[(size_t)(i / c->block_size) * cols + (size_t)(j / c->block_size)]) on = 0;
+                    }
+                    mask[x++] = (uint8_t)on;
+                }
+    return mask;
+}
+
+static void check_one(const char *label, const char *what, const float *got, const double *ref, const double *low,
+                      size_t n, double k) {
+    ts_error e;
+    const int ok = ts_compare(got, ref, low, n, k, &e);
+    ck_assert_msg(e.nonfinite == 0, "%s: %s has %zu NaN/inf values where the reference is finite", label, what,
+                  e.nonfinite);
+    ck_assert_msg(e.masked_wrong == 0, "%s: %s is not -inf at %zu fully masked rows", label, what, e.masked_wrong);
+    ck_assert_msg(ok, "%s: %s max error %.3g at %zu (got %.9g, want %.9g) exceeds %g x %.3g + floor = %.3g", label,
+                  what, e.max_err, e.worst, (double)got[e.worst], ref[e.worst], k, e.max_low_err, e.bound);
+}
+
+void fh_check(const fh_case *c, const fh_inputs *in, const fh_result *r, int backward, const uint8_t *mask,
+              const uint8_t *keep) {
+    flashcl_attention_desc plain = c->desc; /* the mask stands for causal and window */
+    if (mask) {
+        plain.causal = 0;
+        plain.window_left = plain.window_right = -1;
+    }
+    const flashcl_reference_extras extras = {mask, keep};
+    const size_t nq = in->q_count, nkv = in->kv_count, nl = in->lse_count;
+    double *gold = malloc(sizeof(double) * (nq + nl + nq + 2 * nkv));
+    double *low = malloc(sizeof(double) * (nq + nl + nq + 2 * nkv));
+    ck_assert(gold && low);
+    ck_assert_int_eq(flashcl_reference_forward_ex(&plain, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v, gold,
+                                                  gold + nq),
+                     0);
+    ck_assert_int_eq(flashcl_reference_forward_ex(&plain, FLASHCL_REF_FLOAT, &extras, in->q, in->k, in->v, low,
+                                                  low + nq),
+                     0);
+    check_one(c->name, "O", r->o, gold, low, nq, 2.0);
+    check_one(c->name, "LSE", r->lse, gold + nq, low + nq, nl, 2.0);
+    /* Rows with no visible key: O exactly 0 (and LSE -inf, checked above). */
+    const int hd = c->desc.head_dim;
+    for (size_t row = 0; row < nl; ++row)
+        if (gold[nq + row] == -INFINITY)
+            for (int t = 0; t < hd; ++t)
+                ck_assert_msg(r->o[row * hd + t] == 0.0f, "%s: fully masked row %zu has O %g", c->name, row,
+                              (double)r->o[row * hd + t]);
+    if (backward) {
+        double *g = gold + nq + nl, *l = low + nq + nl;
+        ck_assert_int_eq(flashcl_reference_backward_ex(&plain, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v,
+                                                       in->dout, g, g + nq, g + nq + nkv),
+                         0);
+        ck_assert_int_eq(flashcl_reference_backward_ex(&plain, FLASHCL_REF_FLOAT, &extras, in->q, in->k, in->v,
+                                                       in->dout, l, l + nq, l + nq + nkv),
+                         0);
+        check_one(c->name, "dQ", r->dq, g, l, nq, 5.0);
+        check_one(c->name, "dK", r->dk, g + nq, l + nq, nkv, 5.0);
+        check_one(c->name, "dV", r->dv, g + nq + nkv, l + nq + nkv, nkv, 5.0);
+        for (size_t row = 0; row < nl; ++row)
+            if (gold[nq + row] == -INFINITY)
+                for (int t = 0; t < hd; ++t)
+                    ck_assert_msg(r->dq[row * hd + t] == 0.0f, "%s: fully masked row %zu has dQ %g", c->name, row,
+                                  (double)r->dq[row * hd + t]);
+    }
+    free(gold);
+    free(low);
+}
