@@ -10,5 +10,6 @@
 int flashcl_cmd_devices(int argc, char **argv);
 int flashcl_cmd_run(int argc, char **argv);
 int flashcl_cmd_bench(int argc, char **argv);
+int flashcl_cmd_tune(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@ static const command COMMANDS[] = {
     {"devices", flashcl_cmd_devices, "list OpenCL platforms and devices, with the tile plans chosen for each"},
     {"run", flashcl_cmd_run, "run attention on .npy files (forward, optionally backward), optionally --check"},
     {"bench", flashcl_cmd_bench, "time forward/backward over a sweep of sequence lengths"},
+    {"tune", flashcl_cmd_tune, "search the tile plans of a pass on this device; check and time each"},
 };
 
 static void print_usage(FILE *out) {
