@@ -146,12 +146,14 @@ typedef struct flashcl_attention_desc {
     /* Causal mask, bottom-right aligned: query i sees key j when
      * j <= i + seqlen_k - seqlen_q. */
     int causal;
-    /* Sliding-window (local) attention, aligned bottom-right like causal:
-     * query i stands at key position pos = i + seqlen_k - seqlen_q and sees
-     * key j when pos - window_left <= j <= pos + window_right. -1 leaves that
-     * side unbounded; both -1 (the default) is no window. Intersects with
-     * causal (causal is window_right = 0) and with a block mask. Key tiles
-     * outside the band are skipped. Values below -1 are rejected. */
+    /* Sliding-window (local) attention, on when sliding_window is non-zero
+     * (so a zero-filled desc has no window): query i stands at key position
+     * pos = i + seqlen_k - seqlen_q, aligned bottom-right like causal, and
+     * sees key j when pos - window_left <= j <= pos + window_right. -1 leaves
+     * that side unbounded (the default of both). Intersects with causal
+     * (causal is window_right = 0) and with a block mask. Key tiles outside
+     * the band are skipped. Values below -1 are rejected. */
+    int sliding_window;
     int window_left;
     int window_right;
     /* Dropout on the normalised probabilities, fused: each kept probability
@@ -168,8 +170,8 @@ typedef struct flashcl_attention_desc {
 } flashcl_attention_desc;
 
 /* Fills desc for a plain problem: heads_kv = heads, dtype f32, default scale,
- * not causal, no window (window_left = window_right = -1), no dropout. Every
- * desc should start here: a zero-filled desc means window 0,0. */
+ * not causal, no window (sliding_window 0, window_left = window_right = -1),
+ * no dropout. */
 FLASHCL_API void flashcl_attention_desc_init(flashcl_attention_desc *desc, int batch, int heads,
                                              int seqlen_q, int seqlen_k, int head_dim);
 

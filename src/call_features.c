@@ -19,7 +19,7 @@ flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_atte
      * the kernels need no special case (seqlens are ints: no overflow). */
     const int unbounded = desc->seqlen_q + desc->seqlen_k;
     f->causal = desc->causal != 0;
-    f->window = desc->window_left >= 0 || desc->window_right >= 0;
+    f->window = desc->sliding_window && (desc->window_left >= 0 || desc->window_right >= 0);
     if (f->window) {
         f->window_left = desc->window_left >= 0 ? desc->window_left : unbounded;
         f->window_right = desc->window_right >= 0 ? desc->window_right : unbounded;

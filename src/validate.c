@@ -21,7 +21,7 @@ flashcl_status flashcl_validate_desc(flashcl_context *ctx, const flashcl_attenti
     if (!isfinite(desc->scale) || desc->scale < 0.0f)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
                             "scale %g must be finite and positive (0 selects 1/sqrt(head_dim))", (double)desc->scale);
-    if (desc->window_left < -1 || desc->window_right < -1)
+    if (desc->sliding_window && (desc->window_left < -1 || desc->window_right < -1))
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
                             "window_left (%d) and window_right (%d) must be >= 0, or -1 for unbounded",
                             desc->window_left, desc->window_right);
@@ -29,7 +29,7 @@ flashcl_status flashcl_validate_desc(flashcl_context *ctx, const flashcl_attenti
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "dropout_p %g must be in [0, 1)",
                             (double)desc->dropout_p);
     /* The kernels widen an unbounded window side to seqlen_q + seqlen_k. */
-    if ((desc->window_left >= 0 || desc->window_right >= 0) &&
+    if (desc->sliding_window && (desc->window_left >= 0 || desc->window_right >= 0) &&
         (size_t)desc->seqlen_q + (size_t)desc->seqlen_k > INT32_MAX)
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "a window needs seqlen_q + seqlen_k below 2^31");
     if ((size_t)desc->batch * (size_t)desc->heads_q > UINT32_MAX)

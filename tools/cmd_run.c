@@ -148,7 +148,7 @@ static void print_problem(const run_state *s) {
            d->batch, d->heads_q, d->heads_kv, d->seqlen_q, d->seqlen_k, d->head_dim,
            d->dtype == FLASHCL_DTYPE_F32 ? "float32" : d->dtype == FLASHCL_DTYPE_F16 ? "float16" : "bfloat16",
            s->options.layout == FLASHCL_LAYOUT_BSHD ? "bshd" : "bhsd", d->causal ? "causal" : "not causal", scale);
-    if (d->window_left >= 0 || d->window_right >= 0) printf("window: %d,%d\n", d->window_left, d->window_right);
+    if (d->sliding_window) printf("window: %d,%d\n", d->window_left, d->window_right);
     if (s->options.block_mask_path)
         printf("block mask: %s, block size %d, %s\n", s->options.block_mask_path, s->options.block_size,
                s->inputs.block_mask_per_head ? "per head" : "shared by all heads");

@@ -137,6 +137,7 @@ static int check_inputs(const run_options *o, run_inputs *in) {
     d->dtype = q_dtype;
     d->scale = (float)o->scale;
     d->causal = o->causal;
+    d->sliding_window = o->window_left >= 0 || o->window_right >= 0;
     d->window_left = o->window_left;
     d->window_right = o->window_right;
     d->dropout_p = (float)o->dropout;

@@ -24,8 +24,8 @@ static int visible(const ref_row *w, int j) {
     const flashcl_attention_desc *d = w->d;
     const long pos = (long)w->i + d->seqlen_k - d->seqlen_q;
     if (d->causal && j > pos) return 0;
-    if (d->window_left >= 0 && j < pos - d->window_left) return 0;
-    if (d->window_right >= 0 && j > pos + d->window_right) return 0;
+    if (d->sliding_window && d->window_left >= 0 && j < pos - d->window_left) return 0;
+    if (d->sliding_window && d->window_right >= 0 && j > pos + d->window_right) return 0;
     return !w->x || !w->x->mask || w->x->mask[element_index(w, j)] != 0;
 }
 

@@ -153,7 +153,7 @@ void fh_check(const fh_case *c, const fh_inputs *in, const fh_result *r, int bac
     flashcl_attention_desc plain = c->desc; /* the mask stands for causal and window */
     if (mask) {
         plain.causal = 0;
-        plain.window_left = plain.window_right = -1;
+        plain.sliding_window = 0;
     }
     const flashcl_reference_extras extras = {mask, keep};
     const size_t nq = in->q_count, nkv = in->kv_count, nl = in->lse_count;

@@ -44,6 +44,7 @@ static fh_case case_of(const sparse_case *w) {
     flashcl_attention_desc_init(&c.desc, w->batch, w->heads_q, w->seqlen_q, w->seqlen_k, w->head_dim);
     c.desc.heads_kv = w->heads_kv;
     c.desc.causal = w->causal;
+    c.desc.sliding_window = 1;
     c.desc.window_left = w->left;
     c.desc.window_right = w->right;
     c.block_size = w->block_size;

@@ -28,6 +28,7 @@ static fh_case case_of(const window_case *w) {
     flashcl_attention_desc_init(&c.desc, w->batch, w->heads_q, w->seqlen_q, w->seqlen_k, w->head_dim);
     c.desc.heads_kv = w->heads_kv;
     c.desc.causal = w->causal;
+    c.desc.sliding_window = 1;
     c.desc.window_left = w->left;
     c.desc.window_right = w->right;
     return c;
@@ -101,10 +102,32 @@ START_TEST(test_window_skips_tiles_outside_band) {
 }
 END_TEST
 
+/* A desc zero-filled and then given its sizes (no flashcl_attention_desc_init)
+ * has window fields 0,0; without sliding_window set they mean nothing: the
+ * result is plain dense attention, forward and backward. */
+START_TEST(test_zero_filled_desc_has_no_window) {
+    fh_case c;
+    memset(&c, 0, sizeof c);
+    c.name = "zero-filled desc";
+    c.desc.batch = 1, c.desc.heads_q = 2, c.desc.heads_kv = 2;
+    c.desc.seqlen_q = 45, c.desc.seqlen_k = 70, c.desc.head_dim = 32;
+    flashcl_context *ctx = fh_context();
+    fh_inputs in;
+    fh_inputs_make(&c, 99, &in);
+    fh_result r;
+    fh_run(ctx, &c, &in, 1, &r);
+    fh_check(&c, &in, &r, 1, NULL, NULL);
+    fh_result_free(&r);
+    fh_inputs_free(&in);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 START_TEST(test_window_bad_values_rejected) {
     flashcl_context *ctx = fh_context();
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 1, 1, 8, 8, 16);
+    d.sliding_window = 1;
     d.window_left = -2;
     cl_int err;
     cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
@@ -134,6 +157,7 @@ static Suite *window_suite(void) {
     tcase_add_test(tc, test_window_forced_plans);
     tcase_add_test(tc, test_window_skips_tiles_outside_band);
     tcase_add_test(tc, test_window_bad_values_rejected);
+    tcase_add_test(tc, test_zero_filled_desc_has_no_window);
     suite_add_tcase(s, tc);
     return s;
 }
