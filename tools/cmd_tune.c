@@ -214,7 +214,7 @@ static bench_timing_request timing_request(const tune_session *s) {
     return (bench_timing_request){s->ctx, &s->desc, &s->buffers, FLASHCL_IMPL_FLASH,
                                   s->options->pass == FLASHCL_PASS_FORWARD ? BENCH_DIR_FORWARD
                                                                            : BENCH_DIR_FORWARD_BACKWARD,
-                                  s->options->warmup, s->options->repeat};
+                                  s->options->warmup, s->options->repeat, NULL};
 }
 
 static void try_plan(tune_session *s, const flashcl_plan *plan, tune_result *r) {

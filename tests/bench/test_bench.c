@@ -14,7 +14,7 @@ static char **g_command; /* the bench command: program and leading arguments, NU
 
 static const char *const FIELDS[] = {"impl", "direction", "batch", "heads", "seqlen", "head_dim", "causal", "dtype",
                                      "median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes",
-                                     "max_abs_err", "status", "device"};
+                                     "max_abs_err", "dropout", "block_density", "status", "device"};
 enum { FIELD_COUNT = sizeof FIELDS / sizeof FIELDS[0] };
 
 static void work_path(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", g_workdir, name); }
@@ -69,6 +69,7 @@ static void check_schema(const json_record *r) {
     ck_assert(strlen(text(r, "device")) > 0);
     ck_assert_int_eq(field(r, "causal")->type, JSON_BOOL);
     number(r, "batch"), number(r, "heads"), number(r, "seqlen"), number(r, "head_dim");
+    number(r, "dropout"), number(r, "block_density");
     const char *measured[] = {"median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes", "max_abs_err"};
     for (int i = 0; i < 5; ++i) {
         const json_type type = field(r, measured[i])->type;
@@ -148,7 +149,7 @@ static void check_csv_matches(const char *name, const json_record *records, int 
     work_path(path, sizeof path, name);
     char *csv = read_text_file(path);
     const char *header = "impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,"
-                         "extra_device_bytes,predicted_hbm_bytes,max_abs_err,status,device\n";
+                         "extra_device_bytes,predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device\n";
     ck_assert_msg(strncmp(csv, header, strlen(header)) == 0, "CSV header: %.200s", csv);
     const char *line = csv + strlen(header);
     int rows = 0;
@@ -160,8 +161,8 @@ static void check_csv_matches(const char *name, const json_record *records, int 
         ck_assert_str_eq(fields[0], text(r, "impl"));
         ck_assert_str_eq(fields[1], text(r, "direction"));
         ck_assert_int_eq(atoi(fields[4]), (int)number(r, "seqlen"));
-        ck_assert_str_eq(fields[13], text(r, "status"));
-        ck_assert_str_eq(fields[14], text(r, "device"));
+        ck_assert_str_eq(fields[15], text(r, "status"));
+        ck_assert_str_eq(fields[16], text(r, "device"));
         /* Empty in CSV exactly where JSON has null. */
         for (int k = 8; k <= 12; ++k) ck_assert_int_eq(fields[k][0] == '\0', is_null(r, FIELDS[k]));
         const char *next = strchr(line, '\n');
@@ -323,9 +324,11 @@ START_TEST(standard_error_is_reported_in_its_row) {
 END_TEST
 
 START_TEST(bad_options_exit_2) {
-    char *cases[][4] = {{"--bogus", NULL},         {"--seqlens", "64,x", NULL}, {"--dtype", "f64", NULL},
+    char *cases[][5] = {{"--bogus", NULL},         {"--seqlens", "64,x", NULL}, {"--dtype", "f64", NULL},
                         {"--impl", "flash,flash", NULL}, {"--repeat", "0", NULL},   {"--plan", "1,2,3", NULL},
-                        {"--head-dim", NULL},      {"--causal=1", NULL},        {"stray", NULL}};
+                        {"--head-dim", NULL},      {"--causal=1", NULL},        {"stray", NULL},
+                        {"--block-density", "0.5", NULL} /* needs --impl flash */, {"--dropout", "1", NULL},
+                        {"--impl", "flash", "--block-density", "0", NULL}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const int rc = run_bench("bad", cases[i], NULL);
         ck_assert_msg(rc == 2, "%s: exit status %d", cases[i][0], rc);
@@ -333,6 +336,31 @@ START_TEST(bad_options_exit_2) {
         ck_assert_msg(strstr(err, "usage: flashcl bench") != NULL, "%s: stderr:\n%s", cases[i][0], err);
         free(err);
     }
+}
+END_TEST
+
+/* Block-sparse and dropout runs (flash only): they run, and their records
+ * carry the density and the probability. */
+START_TEST(block_density_and_dropout_recorded) {
+    char json[1024];
+    work_path(json, sizeof json, "sparse.json");
+    char *args[] = {"--seqlens", "96,130", "--batch", "1", "--heads", "2", "--head-dim", "16", "--repeat", "1",
+                    "--warmup", "0", "--impl", "flash", "--block-density", "0.5", "--block-size", "32",
+                    "--dropout", "0.25", "--backward", "--json", json, NULL};
+    const int rc = run_bench("sparse", args, NULL);
+    char *err = captured("sparse", "err");
+    ck_assert_msg(rc == 0, "exit %d, stderr:\n%s", rc, err);
+    free(err);
+    json_record *records = NULL;
+    const int count = read_records("sparse.json", &records);
+    ck_assert_int_eq(count, 4);
+    for (int i = 0; i < count; ++i) {
+        check_schema(&records[i]);
+        ck_assert_str_eq(text(&records[i], "status"), "ok");
+        ck_assert(fabs(number(&records[i], "block_density") - 0.5) < 1e-12);
+        ck_assert(fabs(number(&records[i], "dropout") - 0.25) < 1e-6);
+    }
+    free(records);
 }
 END_TEST
 
@@ -436,6 +464,7 @@ static Suite *bench_suite(void) {
     tcase_add_test(tc, forced_plan_is_used);
     tcase_add_test(tc, bad_options_exit_2);
     tcase_add_test(tc, help_exits_0);
+    tcase_add_test(tc, block_density_and_dropout_recorded);
     tcase_add_test(tc, impossible_plan_fails);
     tcase_add_test(tc, plot_is_drawn);
     tcase_add_test(tc, plot_without_gnuplot_fails_after_json);

@@ -83,7 +83,7 @@ static void record_skipped_size(sweep_state *s, const flashcl_attention_desc *de
 }
 
 static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc, const bench_buffers *buffers,
-                              bench_direction direction) {
+                              const flashcl_attention_extras *extras, bench_direction direction) {
     const bench_options *o = s->options;
     const int compare = o->check && o->impl_count == 2;
     bench_record records[2];
@@ -93,7 +93,7 @@ static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc
         const flashcl_impl impl = o->impl_order[i];
         bench_progress_begin("N=%d B=%d H=%d d=%d %s %s", desc->seqlen_q, desc->batch, desc->heads_q,
                              desc->head_dim, bench_impl_name(impl), bench_direction_name(direction));
-        const bench_timing_request request = {s->ctx, desc, buffers, impl, direction, o->warmup, o->repeat};
+        const bench_timing_request request = {s->ctx, desc, buffers, impl, direction, o->warmup, o->repeat, extras};
         bench_record *r = &records[impl];
         if (bench_time(&request, r) == FLASHCL_SUCCESS && compare &&
             bench_capture(&request, &outputs[impl], &counts[impl]) != FLASHCL_SUCCESS)
@@ -101,6 +101,7 @@ static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc
         /* The standard implementation running out of device memory is the
          * point of the comparison, not a failure. */
         if (!r->ok && !(impl == FLASHCL_IMPL_STANDARD && r->out_of_memory)) s->failed = 1;
+        r->block_density = extras ? o->block_density : 1.0;
     }
     bench_progress_done();
     if (outputs[FLASHCL_IMPL_FLASH] && outputs[FLASHCL_IMPL_STANDARD])
@@ -111,12 +112,38 @@ static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc
     free(outputs[1]);
 }
 
+/* A block mask shared by all heads in which query block i keeps the
+ * round(density x blocks) key blocks i, i+1, ... (mod blocks): every row the
+ * same amount of work, so time should fall in proportion to the density.
+ * NULL if it cannot be made. */
+static cl_mem banded_block_mask(flashcl_context *ctx, const bench_options *o, int seqlen,
+                                flashcl_attention_extras *extras) {
+    const size_t blocks = ((size_t)seqlen + (size_t)o->block_size - 1) / (size_t)o->block_size;
+    size_t kept = (size_t)(o->block_density * (double)blocks + 0.5);
+    if (kept < 1) kept = 1;
+    unsigned char *host = malloc(blocks * blocks);
+    if (!host) return NULL;
+    for (size_t i = 0; i < blocks; ++i)
+        for (size_t j = 0; j < blocks; ++j) host[i * blocks + j] = ((j + blocks - i) % blocks) < kept;
+    cl_int err = CL_SUCCESS;
+    cl_mem mask = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                 blocks * blocks, host, &err);
+    free(host);
+    if (err != CL_SUCCESS) return NULL;
+    flashcl_attention_extras_init(extras);
+    extras->block_mask = mask;
+    extras->block_size = o->block_size;
+    return mask;
+}
+
 static void measure_size(sweep_state *s, int seqlen) {
     const bench_options *o = s->options;
     flashcl_attention_desc desc;
     flashcl_attention_desc_init(&desc, bench_batch_for(o, seqlen), bench_heads_for(o), seqlen, seqlen, o->head_dim);
     desc.dtype = o->dtype;
     desc.causal = o->causal;
+    desc.dropout_p = (float)o->dropout;
+    desc.dropout_seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)seqlen;
     /* Only decides whether a second input set fits beside the standard
      * implementation's N x N scores (and its backward's gradient of them). */
     const double scores = (double)desc.batch * desc.heads_q * (double)seqlen * seqlen * sizeof(float);
@@ -132,8 +159,18 @@ static void measure_size(sweep_state *s, int seqlen) {
         s->failed = 1;
         return;
     }
-    measure_direction(s, &desc, &buffers, BENCH_DIR_FORWARD);
-    if (o->backward) measure_direction(s, &desc, &buffers, BENCH_DIR_FORWARD_BACKWARD);
+    flashcl_attention_extras extras;
+    cl_mem mask = NULL;
+    if (o->block_density < 1.0 && !(mask = banded_block_mask(s->ctx, o, seqlen, &extras))) {
+        fprintf(stderr, "flashcl bench: N=%d skipped: cannot create the block mask\n", seqlen);
+        record_skipped_size(s, &desc, FLASHCL_ERROR_OPENCL);
+        s->failed = 1;
+        bench_buffers_release(&buffers);
+        return;
+    }
+    measure_direction(s, &desc, &buffers, mask ? &extras : NULL, BENCH_DIR_FORWARD);
+    if (o->backward) measure_direction(s, &desc, &buffers, mask ? &extras : NULL, BENCH_DIR_FORWARD_BACKWARD);
+    if (mask) clReleaseMemObject(mask);
     bench_buffers_release(&buffers);
 }
 

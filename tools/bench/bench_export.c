@@ -66,10 +66,11 @@ int bench_write_json(const char *path, const bench_record_list *records) {
         fprintf(f, ", \"batch\": %d, \"heads\": %d, \"seqlen\": %d, \"head_dim\": %d, \"causal\": %s, \"dtype\": ",
                 r->batch, r->heads, r->seqlen, r->head_dim, r->causal ? "true" : "false");
         write_json_string(f, bench_dtype_name(r->dtype));
-        const char *names[] = {"median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes", "max_abs_err"};
-        const double values[] = {r->median_ms, r->tflops, r->extra_device_bytes, r->predicted_hbm_bytes,
-                                 r->max_abs_err};
-        for (int k = 0; k < 5; ++k) {
+        const char *names[] = {"median_ms", "tflops",      "extra_device_bytes", "predicted_hbm_bytes",
+                               "max_abs_err", "dropout", "block_density"};
+        const double values[] = {r->median_ms,   r->tflops,  r->extra_device_bytes, r->predicted_hbm_bytes,
+                                 r->max_abs_err, r->dropout, r->block_density};
+        for (int k = 0; k < 7; ++k) {
             fprintf(f, ", \"%s\": ", names[k]);
             write_number(f, values[k], "null");
         }
@@ -87,14 +88,14 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
     FILE *f = open_output(path);
     if (!f) return -1;
     fputs("impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,extra_device_bytes,"
-          "predicted_hbm_bytes,max_abs_err,status,device\n", f);
+          "predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device\n", f);
     for (size_t i = 0; i < records->count; ++i) {
         const bench_record *r = &records->items[i];
         fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
                 r->heads, r->seqlen, r->head_dim, r->causal ? "true" : "false", bench_dtype_name(r->dtype));
-        const double values[] = {r->median_ms, r->tflops, r->extra_device_bytes, r->predicted_hbm_bytes,
-                                 r->max_abs_err};
-        for (int k = 0; k < 5; ++k) {
+        const double values[] = {r->median_ms,   r->tflops,  r->extra_device_bytes, r->predicted_hbm_bytes,
+                                 r->max_abs_err, r->dropout, r->block_density};
+        for (int k = 0; k < 7; ++k) {
             fputc(',', f);
             write_number(f, values[k], "");
         }

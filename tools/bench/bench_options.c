@@ -32,6 +32,10 @@ void bench_print_usage(FILE *out) {
             "  --plan BQ,BK,TQ,TK    force the flash forward tile plan\n"
             "  --memory-budget BYTES cap on extra device memory per call (suffixes K, M, G: KiB, MiB, GiB)\n"
             "  --no-check            do not compare flash against standard\n"
+            "  --dropout P           fused dropout with probability P (flash only: needs --impl flash)\n"
+            "  --block-density F     block-sparse: each query block keeps round(F x blocks) key blocks,\n"
+            "                        a band shifted by one per row (flash only; TFLOP/s counts dense FLOPs)\n"
+            "  --block-size N        block-mask block size (default 128)\n"
             "  --help                this text\n\n"
             "Times are wall-clock medians around clFinish, one clock for both implementations.\n"
             "The check compares the outputs (forward: O; forward+backward: dQ, dK, dV) of both\n"
@@ -172,6 +176,8 @@ static void set_defaults(bench_options *o) {
     o->repeat = 10;
     o->warmup = 2;
     o->check = 1;
+    o->block_density = 1.0;
+    o->block_size = 128;
 }
 
 /* The value of an option given as "--name X" or "--name=X"; NULL if missing. */
@@ -214,7 +220,8 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
 
         static const char *const valued[] = {"--seqlens", "--head-dim", "--batch", "--heads", "--dtype",
                                              "--impl", "--repeat", "--warmup", "--device", "--json",
-                                             "--csv", "--plot", "--plan", "--memory-budget"};
+                                             "--csv", "--plot", "--plan", "--memory-budget", "--dropout",
+                                             "--block-density", "--block-size"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; ++k) known |= strcmp(name, valued[k]) == 0;
         if (!known) {
@@ -236,6 +243,15 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         else if (strcmp(name, "--impl") == 0) bad = parse_impls(value, o);
         else if (strcmp(name, "--plan") == 0) bad = parse_plan(value, &o->plan), o->plan_forced = 1;
         else if (strcmp(name, "--memory-budget") == 0) bad = parse_bytes(value, &o->memory_budget);
+        else if (strcmp(name, "--block-size") == 0) bad = parse_int(value, 1, 1 << 20, &o->block_size);
+        else if (strcmp(name, "--dropout") == 0 || strcmp(name, "--block-density") == 0) {
+            char *end = NULL;
+            const double x = strtod(value, &end);
+            const int is_dropout = strcmp(name, "--dropout") == 0;
+            bad = !end || *end != '\0' || !(is_dropout ? (x >= 0.0 && x < 1.0) : (x > 0.0 && x <= 1.0));
+            if (is_dropout) o->dropout = x;
+            else o->block_density = x;
+        }
         else if (strcmp(name, "--device") == 0) o->device = value;
         else if (strcmp(name, "--json") == 0) o->json_path = value;
         else if (strcmp(name, "--csv") == 0) o->csv_path = value;
@@ -250,6 +266,11 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
             fprintf(err, "flashcl bench: bad value '%s' for %s\n", value, name);
             return BENCH_PARSE_ERROR;
         }
+    }
+    if ((o->dropout > 0.0 || o->block_density < 1.0) && o->run_impl[FLASHCL_IMPL_STANDARD]) {
+        fprintf(err, "flashcl bench: --dropout and --block-density need --impl flash (the standard "
+                     "implementation has neither)\n");
+        return BENCH_PARSE_ERROR;
     }
     return BENCH_PARSE_OK;
 }

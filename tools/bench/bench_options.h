@@ -32,6 +32,9 @@ typedef struct bench_options {
     flashcl_plan plan;
     size_t memory_budget; /* 0: none */
     int check;
+    double dropout;       /* 0: none; flash only */
+    double block_density; /* 1: dense; below 1 a block mask keeps this fraction of key blocks; flash only */
+    int block_size;       /* of the block mask */
 } bench_options;
 
 typedef enum { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_ERROR } bench_parse_result;

@@ -20,6 +20,8 @@ typedef struct bench_record {
     double extra_device_bytes;
     double predicted_hbm_bytes;
     double max_abs_err;
+    double dropout;       /* dropout probability of the run (0: none) */
+    double block_density; /* fraction of key blocks computed (1: dense) */
     int ok;            /* the measurement ran */
     int out_of_memory; /* it failed for lack of device memory */
     int check_failed;  /* max_abs_err exceeded the tolerance */

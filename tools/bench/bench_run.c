@@ -57,11 +57,13 @@ static flashcl_status one_call(const bench_timing_request *r, int set, flashcl_c
                                flashcl_call_stats *bwd_stats, char *detail, size_t detail_size) {
     const bench_buffers *b = r->buffers;
     flashcl_status status =
-        flashcl_forward(r->ctx, r->desc, &b->tq[set], &b->tk[set], &b->tv[set], &b->to, &b->tlse, 0, NULL, NULL);
+        flashcl_forward_ex(r->ctx, r->desc, r->extras, &b->tq[set], &b->tk[set], &b->tv[set], &b->to, &b->tlse, 0,
+                           NULL, NULL);
     if (status == FLASHCL_SUCCESS && fwd_stats && flashcl_last_call_stats(r->ctx, fwd_stats) != FLASHCL_SUCCESS)
         memset(fwd_stats, 0, sizeof *fwd_stats);
     if (status == FLASHCL_SUCCESS && r->direction == BENCH_DIR_FORWARD_BACKWARD) {
-        status = flashcl_backward(r->ctx, r->desc, &b->tq[set], &b->tk[set], &b->tv[set], &b->to, &b->tlse,
+        status = flashcl_backward_ex(r->ctx, r->desc, r->extras, &b->tq[set], &b->tk[set], &b->tv[set], &b->to,
+                                     &b->tlse,
                                   &b->tdout[set], &b->tdq, &b->tdk, &b->tdv, 0, NULL, NULL);
         if (status == FLASHCL_SUCCESS && bwd_stats && flashcl_last_call_stats(r->ctx, bwd_stats) != FLASHCL_SUCCESS)
             memset(bwd_stats, 0, sizeof *bwd_stats);
@@ -99,6 +101,8 @@ static void fill_identity(const bench_timing_request *r, bench_record *record) {
     record->head_dim = r->desc->head_dim;
     record->causal = r->desc->causal;
     record->dtype = r->desc->dtype;
+    record->dropout = r->desc->dropout_p;
+    record->block_density = 1.0;
     record->median_ms = record->tflops = record->extra_device_bytes = not_measured;
     record->predicted_hbm_bytes = record->max_abs_err = not_measured;
 }

@@ -12,6 +12,7 @@ typedef struct bench_timing_request {
     flashcl_impl impl;
     bench_direction direction;
     int warmup, repeat;
+    const flashcl_attention_extras *extras; /* block mask; NULL: none */
 } bench_timing_request;
 
 /* Runs warmup + repeat calls (rotating input sets), each timed by a wall

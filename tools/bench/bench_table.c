@@ -56,6 +56,9 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
                 direction == BENCH_DIR_FORWARD ? "forward" : "forward+backward", o->head_dim, bench_heads_for(o),
                 o->causal ? "causal" : "not causal", bench_dtype_name(o->dtype), o->repeat, o->warmup,
                 records->device);
+        if (o->dropout > 0.0 || o->block_density < 1.0)
+            fprintf(out, "dropout %g, block density %g (block size %d; TFLOP/s counts the dense FLOPs)\n",
+                    o->dropout, o->block_density, o->block_size);
         fprintf(out, "%6s %5s  %-8s %10s %8s %8s %10s %12s %8s %10s  %s\n", "N", "B", "impl", "ms", "TFLOP/s",
                 "speedup", "extra mem", "pred. bytes", "GB/s", "max|diff|", "status");
         for (size_t i = 0; i < records->count; ++i)
