@@ -105,6 +105,15 @@ inline float flashcl_probability(float score, float scale, float lse, int visibl
     return (visible && lse != -INFINITY) ? exp(score * scale - lse) : 0.0f;
 }
 
+// Index in D of row 0 of (sequence b, head h): D is (batch, heads_q,
+// seqlen_q), or with FLASHCL_VARLEN (heads_q, total_q) over the packed rows
+// (the delta kernel then runs as one sequence of total_q rows).
+#if FLASHCL_VARLEN
+#define DELTA_ROW0(b, h) ((ulong)(h) * (ulong)total_q + (ulong)varlen_q_start)
+#else
+#define DELTA_ROW0(b, h) (((ulong)(b) * (ulong)heads_q + (ulong)(h)) * (ulong)seqlen_q)
+#endif
+
 __kernel void flashcl_backward_delta(__global const storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h,
                                    ulong o_stride_s, __global const storage_t *dout, ulong do_offset,
                                    ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
@@ -148,6 +157,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const int bh = (int)get_group_id(1);
     const int b = bh / heads_kv;
     const int hk = bh - b * heads_kv;
+#if FLASHCL_VARLEN
+    FLASHCL_VARLEN_SEQUENCE(b);
+    if (k0 >= seqlen_k) return; // uniform: this key block is past the sequence
+    FLASHCL_VARLEN_VIEW(q, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(do, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(lse, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(k, varlen_k_start);
+    FLASHCL_VARLEN_VIEW(v, varlen_k_start);
+    FLASHCL_VARLEN_VIEW(dk, varlen_k_start);
+    FLASHCL_VARLEN_VIEW(dv, varlen_k_start);
+#endif
 
     const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
     const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
@@ -184,7 +204,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
         const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)h * do_stride_h;
         const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;
-        const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)h) * (ulong)seqlen_q;
+        const ulong delta_base = DELTA_ROW0(b, h);
 #if FLASHCL_BLOCK_MASK
         const ulong mask_head = mask_offset + (ulong)h * mask_stride_h;
         __global const uchar *tile_col = tile_mask + (ulong)h * tile_stride_h + (ulong)(k0 / BLOCK_K);
@@ -293,6 +313,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const int b = bh / heads_q;
     const int h = bh - b * heads_q;
     const int hk = h / group_size;
+#if FLASHCL_VARLEN
+    FLASHCL_VARLEN_SEQUENCE(b);
+    if (q0 >= seqlen_q) return; // uniform: this query block is past the sequence
+    FLASHCL_VARLEN_VIEW(q, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(do, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(lse, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(dq, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(k, varlen_k_start);
+    FLASHCL_VARLEN_VIEW(v, varlen_k_start);
+#endif
 
     const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
     const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)h * do_stride_h;
@@ -310,7 +340,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         if (row < seqlen_q) {
             row_lse[a] = lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h +
                              (ulong)row * lse_stride_s];
-            row_delta[a] = delta[((ulong)b * (ulong)heads_q + (ulong)h) * (ulong)seqlen_q + (ulong)row];
+            row_delta[a] = delta[DELTA_ROW0(b, h) + (ulong)row];
         }
     }
 

@@ -41,6 +41,7 @@ inline ushort flashcl_float_to_bf16(float x) {
 //   FLASHCL_WINDOW      sliding-window mask (window_left/window_right arguments)
 //   FLASHCL_BLOCK_MASK  block-sparse mask (a uint8 block mask and a per-tile summary)
 //   FLASHCL_DROPOUT     dropout on the normalised probabilities (Philox4x32-10)
+//   FLASHCL_VARLEN      packed variable-length batch (cumulative sequence offsets)
 #ifndef FLASHCL_WINDOW
 #define FLASHCL_WINDOW 0
 #endif
@@ -49,6 +50,9 @@ inline ushort flashcl_float_to_bf16(float x) {
 #endif
 #ifndef FLASHCL_DROPOUT
 #define FLASHCL_DROPOUT 0
+#endif
+#ifndef FLASHCL_VARLEN
+#define FLASHCL_VARLEN 0
 #endif
 #define FLASHCL_SPARSE (FLASHCL_WINDOW || FLASHCL_BLOCK_MASK)
 
@@ -75,7 +79,26 @@ inline ushort flashcl_float_to_bf16(float x) {
 #else
 #define FLASHCL_DROPOUT_PARAMS
 #endif
-#define FLASHCL_FEATURE_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_BLOCK_MASK_PARAMS FLASHCL_DROPOUT_PARAMS
+#if FLASHCL_VARLEN
+// cu_seqlens_q/k: batch + 1 cumulative row offsets of the packed sequences;
+// total_q = cu_seqlens_q[batch], the packed query rows (the backward's D is
+// laid out (heads_q, total_q)).
+#define FLASHCL_VARLEN_PARAMS , __global const int *cu_seqlens_q, __global const int *cu_seqlens_k, int total_q
+// Turns the kernel's seqlen_q / seqlen_k (the maxima) into sequence b's own
+// lengths and names its first packed rows varlen_q_start / varlen_k_start.
+#define FLASHCL_VARLEN_SEQUENCE(b)                                              \
+    const int varlen_q_start = cu_seqlens_q[b], varlen_k_start = cu_seqlens_k[b]; \
+    seqlen_q = cu_seqlens_q[(b) + 1] - varlen_q_start;                          \
+    seqlen_k = cu_seqlens_k[(b) + 1] - varlen_k_start
+// Moves view p (p_offset, p_stride_b, p_stride_s) to row `start` of the
+// packed tensor; the batch stride is ignored.
+#define FLASHCL_VARLEN_VIEW(p, start) \
+    p##_offset += (ulong)(start) * p##_stride_s; \
+    p##_stride_b = 0
+#else
+#define FLASHCL_VARLEN_PARAMS
+#endif
+#define FLASHCL_FEATURE_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_BLOCK_MASK_PARAMS FLASHCL_DROPOUT_PARAMS FLASHCL_VARLEN_PARAMS
 
 // Window test of query `row` (key position row + diagonal) against key col.
 #if FLASHCL_WINDOW

@@ -148,6 +148,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     const int b = bh / heads_q;
     const int h = bh - b * heads_q;
     const int hk = h / group_size;
+#if FLASHCL_VARLEN
+    FLASHCL_VARLEN_SEQUENCE(b);
+    if (q0 >= seqlen_q) return; // uniform: this query block is past the sequence
+    FLASHCL_VARLEN_VIEW(q, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(o, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(lse, varlen_q_start);
+    FLASHCL_VARLEN_VIEW(k, varlen_k_start);
+    FLASHCL_VARLEN_VIEW(v, varlen_k_start);
+#endif
 
     const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
     const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;

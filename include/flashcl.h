@@ -288,14 +288,35 @@ typedef struct flashcl_attention_extras {
     size_t block_mask_offset;
     int block_size;
     int block_mask_per_head;
+    /* Packed variable-length batch (FlashAttention's varlen interface): two
+     * int32 buffers of batch + 1 cumulative row offsets, cu[0] = 0,
+     * non-decreasing; sequence b owns packed query rows cu_seqlens_q[b] ..
+     * cu_seqlens_q[b + 1] - 1 and key rows cu_seqlens_k[b] ..
+     * cu_seqlens_k[b + 1] - 1 (zero-length sequences are allowed). Both or
+     * neither (NULL: not varlen). desc->batch is then the number of
+     * sequences and desc->seqlen_q / seqlen_k the largest lengths (they size
+     * the grid; work-groups past a sequence's end exit at once). Q, O, dO,
+     * dQ are packed (total_q, heads_q, head_dim) and K, V, dK, dV
+     * (total_k, heads_kv, head_dim): every view's stride_batch is ignored and
+     * row r of any view is at offset + h * stride_head + r * stride_seq, LSE
+     * included (e.g. (heads_q, total_q): stride_head = total_q, stride_seq =
+     * 1). total_q = cu_seqlens_q[batch] and total_k must be >= 1. Causal,
+     * window and dropout apply per sequence as if it were batch element b
+     * alone with its own lengths (bottom-right alignment on those). Not with
+     * a block mask (FLASHCL_ERROR_UNSUPPORTED). Validation reads both arrays
+     * back with a blocking clEnqueueReadBuffer (after the call's wait list)
+     * to check cu[0] = 0, monotonicity, each length <= the desc maximum and
+     * that the packed tensors fit their buffers. */
+    cl_mem cu_seqlens_q;
+    cl_mem cu_seqlens_k;
 } flashcl_attention_extras;
 
 /* Sets every extra to its default (none). */
 FLASHCL_API void flashcl_attention_extras_init(flashcl_attention_extras *extras);
 
 /* flashcl_forward with extras (NULL: none, the same as flashcl_forward).
- * The standard implementation refuses windows, block masks and dropout with
- * FLASHCL_ERROR_UNSUPPORTED. */
+ * The standard implementation refuses windows, block masks, dropout and
+ * variable-length batches with FLASHCL_ERROR_UNSUPPORTED. */
 FLASHCL_API flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                               const flashcl_attention_extras *extras, const flashcl_tensor *q,
                                               const flashcl_tensor *k, const flashcl_tensor *v,

@@ -128,12 +128,17 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
         {"dq", dq, FLASHCL_SHAPE_Q, 1, 0},   {"dk", dk, FLASHCL_SHAPE_KV, 1, 0},   {"dv", dv, FLASHCL_SHAPE_KV, 1, 0},
     };
     const int tensor_count = (int)(sizeof tensors / sizeof tensors[0]);
-    flashcl_status status =
-        flashcl_validate_call(ctx, desc, tensors, tensor_count, num_events_in_wait_list, event_wait_list);
+    flashcl_varlen varlen;
+    const flashcl_attention_desc *shape_desc;
+    flashcl_status status = flashcl_varlen_resolve(ctx, desc, extras, num_events_in_wait_list, event_wait_list,
+                                                   &varlen, &shape_desc);
+    if (status != FLASHCL_SUCCESS) return status;
+    status = flashcl_validate_call(ctx, shape_desc, tensors, tensor_count, num_events_in_wait_list, event_wait_list);
     if (status != FLASHCL_SUCCESS) return status;
     flashcl_features features;
-    if ((status = flashcl_features_resolve(ctx, desc, extras, &features)) ||
-        (status = flashcl_features_validate_mask(ctx, desc, &features, tensors, tensor_count)) ||
+    if ((status = flashcl_features_resolve(ctx, desc, extras, &features))) return status;
+    features.varlen = varlen;
+    if ((status = flashcl_features_validate_mask(ctx, desc, &features, tensors, tensor_count)) ||
         (status = flashcl_features_check_impl(ctx, &features)))
         return status;
     if (ctx->impl == FLASHCL_IMPL_STANDARD)
@@ -143,7 +148,9 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
     flashcl_plan plan;
     if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_BACKWARD, desc, &plan))) return status;
     /* The only scratch: D = rowsum(dO * O), one float per query row (O(N)). */
-    const size_t rows = (size_t)desc->batch * (size_t)desc->heads_q * (size_t)desc->seqlen_q;
+    /* With a packed batch D is (heads_q, total_q), the delta kernel seeing one sequence of total_q rows. */
+    const int delta_seqlen = varlen.on ? varlen.total_q : desc->seqlen_q;
+    const size_t rows = (size_t)(varlen.on ? 1 : desc->batch) * (size_t)desc->heads_q * (size_t)delta_seqlen;
     const size_t tile_bytes = flashcl_tile_mask_bytes(desc, &features, plan.block_q, plan.block_k) +
                               flashcl_tile_mask_bytes(desc, &features, plan.block_k, plan.block_q);
     const size_t scratch_bytes = rows * sizeof(float) + tile_bytes;
@@ -177,7 +184,7 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
     flashcl_arg_tensor(&a, dout);
     flashcl_arg_mem(&a, delta);
     flashcl_arg_int(&a, desc->heads_q);
-    flashcl_arg_int(&a, desc->seqlen_q);
+    flashcl_arg_int(&a, delta_seqlen);
     flashcl_arg_ulong(&a, rows);
     cl_int args_error = a.error;
 

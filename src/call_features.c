@@ -1,8 +1,9 @@
-/* call_features.c: sliding window, block mask and dropout of a call: checks, -D options, tile summaries, kernel arguments. */
+/* call_features.c: sliding window, block mask, dropout and varlen of a call: checks, -D options, tile summaries, kernel arguments. */
 #include "call_features.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 cl_uint flashcl_dropout_threshold(float p) {
@@ -11,6 +12,82 @@ cl_uint flashcl_dropout_threshold(float p) {
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* Reads and checks one cu_seqlens array; *total receives its last entry. */
+static flashcl_status read_cu_seqlens(flashcl_context *ctx, const char *name, cl_mem buffer, int batch, int max_len,
+                                      cl_uint num_events, const cl_event *wait_list, int *total) {
+    cl_context owner = NULL;
+    size_t bytes = 0;
+    cl_int err = clGetMemObjectInfo(buffer, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+    if (err == CL_SUCCESS) err = clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+    if (err != CL_SUCCESS)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "%s is not a valid cl_mem (%s)", name,
+                            flashcl_cl_error_name(err));
+    if (owner != ctx->context)
+        return flashcl_fail(ctx, FLASHCL_ERROR_WRONG_CONTEXT, "%s belongs to another OpenCL context", name);
+    const size_t count = (size_t)batch + 1;
+    if (bytes < count * sizeof(cl_int))
+        return flashcl_fail(ctx, FLASHCL_ERROR_BUFFER_TOO_SMALL, "%s needs %zu bytes (batch + 1 int32) but has %zu",
+                            name, count * sizeof(cl_int), bytes);
+    cl_int *cu = malloc(count * sizeof *cu);
+    if (!cu) return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "reading %s", name);
+    err = clEnqueueReadBuffer(ctx->queue, buffer, CL_TRUE, 0, count * sizeof *cu, cu, num_events, wait_list, NULL);
+    flashcl_status status = FLASHCL_SUCCESS;
+    if (err != CL_SUCCESS) {
+        status = flashcl_fail_cl(ctx, err, "clEnqueueReadBuffer (cu_seqlens)");
+    } else if (cu[0] != 0) {
+        status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "%s[0] is %d, not 0", name, (int)cu[0]);
+    } else {
+        for (int b = 0; b < batch; ++b) {
+            const int64_t len = (int64_t)cu[b + 1] - (int64_t)cu[b];
+            if (len < 0 || len > max_len) {
+                status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                      "%s: sequence %d has length %lld (must be 0 .. %d: non-decreasing offsets, "
+                                      "lengths at most the desc's maximum)",
+                                      name, b, (long long)len, max_len);
+                break;
+            }
+        }
+        *total = (int)cu[batch];
+        if (status == FLASHCL_SUCCESS && *total < 1)
+            status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "%s: the packed batch has no rows", name);
+    }
+    free(cu);
+    return status;
+}
+
+flashcl_status flashcl_varlen_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                      const flashcl_attention_extras *extras, cl_uint num_events,
+                                      const cl_event *wait_list, flashcl_varlen *out,
+                                      const flashcl_attention_desc **shape_desc) {
+    memset(out, 0, sizeof *out);
+    *shape_desc = desc;
+    if (!extras || (!extras->cu_seqlens_q && !extras->cu_seqlens_k)) return FLASHCL_SUCCESS;
+    if (!extras->cu_seqlens_q || !extras->cu_seqlens_k)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                            "a variable-length batch needs both cu_seqlens_q and cu_seqlens_k (%s is NULL)",
+                            extras->cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q");
+    flashcl_status status = flashcl_validate_desc(ctx, desc);
+    if (status == FLASHCL_SUCCESS) status = flashcl_validate_wait_list(ctx, num_events, wait_list);
+    if (status == FLASHCL_SUCCESS && extras->block_mask)
+        status = flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "a block mask does not combine with a variable-length batch");
+    if (status == FLASHCL_SUCCESS)
+        status = read_cu_seqlens(ctx, "cu_seqlens_q", extras->cu_seqlens_q, desc->batch, desc->seqlen_q, num_events,
+                                 wait_list, &out->total_q);
+    if (status == FLASHCL_SUCCESS)
+        status = read_cu_seqlens(ctx, "cu_seqlens_k", extras->cu_seqlens_k, desc->batch, desc->seqlen_k, num_events,
+                                 wait_list, &out->total_k);
+    if (status != FLASHCL_SUCCESS) return status;
+    out->on = 1;
+    out->cu_q = extras->cu_seqlens_q;
+    out->cu_k = extras->cu_seqlens_k;
+    out->packed = *desc;
+    out->packed.batch = 1;
+    out->packed.seqlen_q = out->total_q;
+    out->packed.seqlen_k = out->total_k;
+    *shape_desc = &out->packed;
+    return FLASHCL_SUCCESS;
+}
 
 flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                         const flashcl_attention_extras *extras, flashcl_features *f) {
@@ -82,14 +159,18 @@ flashcl_status flashcl_features_check_impl(flashcl_context *ctx, const flashcl_f
     if (ctx->impl != FLASHCL_IMPL_STANDARD || !flashcl_features_any(f)) return FLASHCL_SUCCESS;
     return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
                         "the standard implementation has no %s; select FLASHCL_IMPL_FLASH",
-                        f->window ? "sliding window" : f->block_mask ? "block mask" : "dropout");
+                        f->window       ? "sliding window"
+                        : f->block_mask ? "block mask"
+                        : f->dropout    ? "dropout"
+                                        : "variable-length batch");
 }
 
 void flashcl_features_options(const flashcl_features *f, char *options, size_t size) {
     size_t used = strlen(options);
     if (f->window && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_WINDOW=1");
     if (f->block_mask && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_BLOCK_MASK=1");
-    if (f->dropout && used < size) snprintf(options + used, size - used, " -DFLASHCL_DROPOUT=1");
+    if (f->dropout && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_DROPOUT=1");
+    if (f->varlen.on && used < size) snprintf(options + used, size - used, " -DFLASHCL_VARLEN=1");
 }
 
 static void tile_counts(const flashcl_attention_desc *desc, int tile_q, int tile_k, size_t *rows, size_t *cols) {
@@ -181,5 +262,10 @@ void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, con
         flashcl_arg(a, sizeof words[1], &words[1]);
         flashcl_arg(a, sizeof words[2], &words[2]);
         flashcl_arg_ulong(a, f->dropout_offset);
+    }
+    if (f->varlen.on) {
+        flashcl_arg_mem(a, f->varlen.cu_q);
+        flashcl_arg_mem(a, f->varlen.cu_k);
+        flashcl_arg_int(a, f->varlen.total_q);
     }
 }

@@ -5,6 +5,23 @@
 #include "kernel_args.h"
 #include "validate.h"
 
+/* A packed variable-length batch (extras->cu_seqlens_q/k). */
+typedef struct flashcl_varlen {
+    int on;
+    cl_mem cu_q, cu_k;
+    int total_q, total_k;           /* cu_q[batch], cu_k[batch] */
+    flashcl_attention_desc packed;  /* desc as one sequence of total rows: the shapes to validate views with */
+} flashcl_varlen;
+
+/* Checks extras' cu_seqlens (both or neither, context, size) and reads them
+ * back (blocking, after the wait list) to check their contents; run before
+ * the tensors are validated. *shape_desc is the desc to validate the
+ * tensors against: desc itself, or the packed one. */
+flashcl_status flashcl_varlen_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                      const flashcl_attention_extras *extras, cl_uint num_events,
+                                      const cl_event *wait_list, flashcl_varlen *out,
+                                      const flashcl_attention_desc **shape_desc);
+
 /* What the kernels of one call need to know about its features. */
 typedef struct flashcl_features {
     int window;                    /* compile FLASHCL_WINDOW */
@@ -19,6 +36,7 @@ typedef struct flashcl_features {
     float dropout_scale;
     cl_uint seed_lo, seed_hi;
     cl_ulong dropout_offset;
+    flashcl_varlen varlen; /* compile FLASHCL_VARLEN when varlen.on */
 } flashcl_features;
 
 /* Reads desc (already validated) and extras into f; checks the extras'
@@ -28,7 +46,7 @@ flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_atte
                                         const flashcl_attention_extras *extras, flashcl_features *f);
 
 static inline int flashcl_features_any(const flashcl_features *f) {
-    return f->window || f->block_mask || f->dropout;
+    return f->window || f->block_mask || f->dropout || f->varlen.on;
 }
 
 /* Checks the block mask buffer (context, size) and that none of the call's

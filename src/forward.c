@@ -39,13 +39,18 @@ flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_
                                   const cl_event *event_wait_list, cl_event *event) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_ex: ctx is NULL");
     flashcl_clear_error(ctx);
-    flashcl_status status =
-        flashcl_validate_forward_args(ctx, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list);
+    flashcl_varlen varlen;
+    const flashcl_attention_desc *shape_desc;
+    flashcl_status status = flashcl_varlen_resolve(ctx, desc, extras, num_events_in_wait_list, event_wait_list,
+                                                   &varlen, &shape_desc);
+    if (status != FLASHCL_SUCCESS) return status;
+    status = flashcl_validate_forward_args(ctx, shape_desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list);
     if (status != FLASHCL_SUCCESS) return status;
     flashcl_features features;
     const flashcl_call_tensor outputs[] = {{"o", o, FLASHCL_SHAPE_Q, 1, 0}, {"lse", lse, FLASHCL_SHAPE_LSE, 1, 1}};
-    if ((status = flashcl_features_resolve(ctx, desc, extras, &features)) ||
-        (status = flashcl_features_validate_mask(ctx, desc, &features, outputs, 2)) ||
+    if ((status = flashcl_features_resolve(ctx, desc, extras, &features))) return status;
+    features.varlen = varlen;
+    if ((status = flashcl_features_validate_mask(ctx, desc, &features, outputs, 2)) ||
         (status = flashcl_features_check_impl(ctx, &features)))
         return status;
     if (ctx->impl == FLASHCL_IMPL_STANDARD)

@@ -28,14 +28,23 @@ typedef struct run_state {
     flashcl_context *ctx;
     run_tensor t[T_COUNT];
     int backward;
-    flashcl_attention_extras extras; /* the block mask, if any */
+    flashcl_attention_extras extras; /* the block mask or the cu_seqlens, if any */
+    cl_mem cu_q, cu_k;               /* --cu-seqlens-q/-k on the device */
 } run_state;
+
+/* The desc of the library calls: the packed batch's (B sequences) with
+ * --cu-seqlens-q/-k, else the one the tensors are shaped by. */
+static const flashcl_attention_desc *call_desc(const run_state *s) {
+    return s->inputs.varlen ? &s->inputs.call_desc : &s->inputs.desc;
+}
 
 static void free_state(run_state *s) {
     for (int i = 0; i < T_COUNT; ++i) {
         if (s->t[i].buffer) clReleaseMemObject(s->t[i].buffer);
         if (i >= T_O && i != T_DOUT && i != T_MASK) free(s->t[i].host);
     }
+    if (s->cu_q) clReleaseMemObject(s->cu_q);
+    if (s->cu_k) clReleaseMemObject(s->cu_k);
     flashcl_context_free(s->ctx);
     run_free_inputs(&s->inputs);
 }
@@ -98,6 +107,22 @@ static int create_buffers(run_state *s) {
         s->extras.block_size = s->options.block_size;
         s->extras.block_mask_per_head = s->inputs.block_mask_per_head;
     }
+    if (s->inputs.varlen) {
+        const npy_array *cu[2] = {&s->inputs.cu_q, &s->inputs.cu_k};
+        cl_mem *out[2] = {&s->cu_q, &s->cu_k};
+        for (int i = 0; i < 2; ++i) {
+            cl_int err = CL_SUCCESS;
+            *out[i] = clCreateBuffer(cl_ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, cu[i]->count * sizeof(int32_t),
+                                     cu[i]->data, &err);
+            if (err != CL_SUCCESS) {
+                *out[i] = NULL;
+                fprintf(stderr, "flashcl run: clCreateBuffer for cu_seqlens failed with OpenCL error %d\n", (int)err);
+                return -1;
+            }
+        }
+        s->extras.cu_seqlens_q = s->cu_q;
+        s->extras.cu_seqlens_k = s->cu_k;
+    }
     return 0;
 }
 
@@ -153,6 +178,9 @@ static void print_problem(const run_state *s) {
         printf("block mask: %s, block size %d, %s\n", s->options.block_mask_path, s->options.block_size,
                s->inputs.block_mask_per_head ? "per head" : "shared by all heads");
     if (d->dropout_p > 0.0f) printf("dropout: p %g, seed %llu\n", (double)d->dropout_p, s->options.seed);
+    if (s->inputs.varlen)
+        printf("varlen: %d packed sequences, longest %d/%d (q/k) (seqlen above: the packed totals)\n",
+               s->inputs.call_desc.batch, s->inputs.call_desc.seqlen_q, s->inputs.call_desc.seqlen_k);
 }
 
 static int setup_context(run_state *s) {
@@ -181,7 +209,7 @@ static int run_forward(run_state *s) {
     const flashcl_tensor q = view(s, T_Q, d->heads_q, d->seqlen_q), k = view(s, T_K, d->heads_kv, d->seqlen_k),
                          v = view(s, T_V, d->heads_kv, d->seqlen_k), o = view(s, T_O, d->heads_q, d->seqlen_q),
                          lse = flashcl_tensor_lse(s->t[T_LSE].buffer, d->heads_q, d->seqlen_q);
-    flashcl_status status = flashcl_forward_ex(s->ctx, d, &s->extras, &q, &k, &v, &o, &lse, 0, NULL, NULL);
+    flashcl_status status = flashcl_forward_ex(s->ctx, call_desc(s), &s->extras, &q, &k, &v, &o, &lse, 0, NULL, NULL);
     if (status != FLASHCL_SUCCESS) {
         cli_report_library_error("run", "forward", s->ctx, status);
         return -1;
@@ -202,9 +230,12 @@ static int run_forward(run_state *s) {
     size_t q_shape[4];
     run_tensor_shape(d, s->options.layout, d->heads_q, d->seqlen_q, q_shape);
     const size_t lse_shape[3] = {(size_t)d->batch, (size_t)d->heads_q, (size_t)d->seqlen_q};
-    if (write_output(s->options.out_path, s->inputs.q.dtype, 4, q_shape, s->t[T_O].host) != 0) return -1;
+    /* Packed: O (total_q, Hq, D) and LSE (Hq, total_q), the leading 1 dropped. */
+    const int packed = s->inputs.varlen;
+    if (write_output(s->options.out_path, s->inputs.q.dtype, 4 - packed, q_shape + packed, s->t[T_O].host) != 0)
+        return -1;
     if (s->options.lse_path &&
-        write_output(s->options.lse_path, NPY_DTYPE_F32, 3, lse_shape, s->t[T_LSE].host) != 0)
+        write_output(s->options.lse_path, NPY_DTYPE_F32, 3 - packed, lse_shape + packed, s->t[T_LSE].host) != 0)
         return -1;
     return 0;
 }
@@ -217,7 +248,7 @@ static int run_backward(run_state *s) {
                          dout = view(s, T_DOUT, d->heads_q, d->seqlen_q), dq = view(s, T_DQ, d->heads_q, d->seqlen_q),
                          dk = view(s, T_DK, d->heads_kv, d->seqlen_k), dv = view(s, T_DV, d->heads_kv, d->seqlen_k);
     flashcl_status status =
-        flashcl_backward_ex(s->ctx, d, &s->extras, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv, 0, NULL, NULL);
+        flashcl_backward_ex(s->ctx, call_desc(s), &s->extras, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv, 0, NULL, NULL);
     if (status != FLASHCL_SUCCESS) {
         cli_report_library_error("run", "backward", s->ctx, status);
         return -1;
@@ -228,9 +259,10 @@ static int run_backward(run_state *s) {
     run_tensor_shape(d, s->options.layout, d->heads_q, d->seqlen_q, q_shape);
     run_tensor_shape(d, s->options.layout, d->heads_kv, d->seqlen_k, kv_shape);
     const npy_dtype dtype = s->inputs.q.dtype;
-    if (write_output(s->options.dq_path, dtype, 4, q_shape, s->t[T_DQ].host) != 0 ||
-        write_output(s->options.dk_path, dtype, 4, kv_shape, s->t[T_DK].host) != 0 ||
-        write_output(s->options.dv_path, dtype, 4, kv_shape, s->t[T_DV].host) != 0)
+    const int packed = s->inputs.varlen;
+    if (write_output(s->options.dq_path, dtype, 4 - packed, q_shape + packed, s->t[T_DQ].host) != 0 ||
+        write_output(s->options.dk_path, dtype, 4 - packed, kv_shape + packed, s->t[T_DK].host) != 0 ||
+        write_output(s->options.dv_path, dtype, 4 - packed, kv_shape + packed, s->t[T_DV].host) != 0)
         return -1;
     return 0;
 }
@@ -255,8 +287,96 @@ static int check_outcome(int result, const char *what) {
     return 0;
 }
 
+/* Rows start .. start+len-1 of every head of a float (heads, total, dim)
+ * array, as a new (heads, len, dim) array; NULL if out of memory. */
+static float *slice_rows(const float *full, int heads, int total, int dim, int start, int len) {
+    const size_t row = (size_t)dim, count = (size_t)heads * (size_t)len * row;
+    float *out = malloc((count ? count : 1) * sizeof *out);
+    if (!out || !full) {
+        free(out);
+        return NULL;
+    }
+    for (int h = 0; h < heads; ++h)
+        memcpy(out + (size_t)h * (size_t)len * row, full + ((size_t)h * (size_t)total + (size_t)start) * row,
+               (size_t)len * row * sizeof *out);
+    return out;
+}
+
+/* Elements of rows start .. start+len-1 of every head that are not exactly value. */
+static size_t count_not(const float *full, int heads, int total, int dim, int start, int len, float value) {
+    size_t bad = 0;
+    for (int h = 0; h < heads; ++h)
+        for (size_t i = 0; i < (size_t)len * (size_t)dim; ++i)
+            bad += full[((size_t)h * (size_t)total + (size_t)start) * (size_t)dim + i] != value;
+    return bad;
+}
+
+/* --check of a packed variable-length batch: each sequence through the
+ * reference alone (its own lengths, causal/window aligned on them, the
+ * dropout counters of batch element b); an empty side is checked against
+ * the definition (O, dQ 0 and LSE -inf without keys; dK, dV 0 without queries). */
+static int run_check_varlen(run_state *s, int backward) {
+    const flashcl_attention_desc *d = &s->inputs.desc, *call = &s->inputs.call_desc;
+    const int hq = d->heads_q, hkv = d->heads_kv, tq = d->seqlen_q, tk = d->seqlen_k, dim = d->head_dim;
+    const int32_t *cu_q = s->inputs.cu_q.data, *cu_k = s->inputs.cu_k.data;
+    float *q = as_float_bhsd(s, T_Q, hq, tq), *k = as_float_bhsd(s, T_K, hkv, tk), *v = as_float_bhsd(s, T_V, hkv, tk);
+    float *a = as_float_bhsd(s, backward ? T_DQ : T_O, hq, tq), *dout = NULL, *b = NULL, *c = NULL;
+    if (backward) {
+        dout = as_float_bhsd(s, T_DOUT, hq, tq);
+        b = as_float_bhsd(s, T_DK, hkv, tk);
+        c = as_float_bhsd(s, T_DV, hkv, tk);
+    }
+    int result = (q && k && v && a && (!backward || (dout && b && c))) ? 1 : -1;
+    size_t empty_bad = 0;
+    int empty = 0;
+    for (int bi = 0; bi < call->batch && result >= 0; ++bi) {
+        const int q0 = cu_q[bi], lq = cu_q[bi + 1] - q0, k0 = cu_k[bi], lk = cu_k[bi + 1] - k0;
+        if (lq == 0 || lk == 0) {
+            ++empty;
+            if (lq > 0) {
+                empty_bad += count_not(a, hq, tq, dim, q0, lq, 0.0f);
+                if (!backward) empty_bad += count_not(s->t[T_LSE].host, hq, tq, 1, q0, lq, -INFINITY);
+            }
+            if (backward && lk > 0)
+                empty_bad += count_not(b, hkv, tk, dim, k0, lk, 0.0f) + count_not(c, hkv, tk, dim, k0, lk, 0.0f);
+            continue;
+        }
+        flashcl_attention_desc one = *call;
+        one.batch = 1;
+        one.seqlen_q = lq;
+        one.seqlen_k = lk;
+        one.dropout_offset = call->dropout_offset + (uint64_t)bi * (uint64_t)hq;
+        float *sq = slice_rows(q, hq, tq, dim, q0, lq), *sk = slice_rows(k, hkv, tk, dim, k0, lk),
+              *sv = slice_rows(v, hkv, tk, dim, k0, lk), *sa = slice_rows(a, hq, tq, dim, q0, lq);
+        float *sdo = NULL, *sb = NULL, *sc = NULL, *slse = NULL;
+        if (backward) {
+            sdo = slice_rows(dout, hq, tq, dim, q0, lq);
+            sb = slice_rows(b, hkv, tk, dim, k0, lk);
+            sc = slice_rows(c, hkv, tk, dim, k0, lk);
+        } else {
+            slse = slice_rows(s->t[T_LSE].host, hq, tq, 1, q0, lq);
+        }
+        int r = -1;
+        printf("sequence %d (%d/%d rows q/k):\n", bi, lq, lk);
+        const check_inputs in = {sq, sk, sv, sdo, NULL};
+        if (sq && sk && sv && sa && (backward ? sdo && sb && sc : slse != NULL))
+            r = backward ? check_backward(&one, &in, sa, sb, sc, s->options.tolerance)
+                         : check_forward(&one, &in, sa, slse, s->options.tolerance);
+        free(sq), free(sk), free(sv), free(sa), free(sdo), free(sb), free(sc), free(slse);
+        if (r < 0) result = -1;
+        else if (r == 0) result = 0;
+    }
+    if (result >= 0 && empty) {
+        printf("check %d empty sequence(s): %zu element(s) differ from the definition\n", empty, empty_bad);
+        if (empty_bad) result = 0;
+    }
+    free(q), free(k), free(v), free(a), free(dout), free(b), free(c);
+    return check_outcome(result, backward ? "backward" : "forward");
+}
+
 /* --check of the forward (pass backward = 0) or backward outputs against the CPU reference. */
 static int run_check(run_state *s, int backward) {
+    if (s->inputs.varlen) return run_check_varlen(s, backward);
     const flashcl_attention_desc *d = &s->inputs.desc;
     const int hq = d->heads_q, hkv = d->heads_kv, sq = d->seqlen_q, sk = d->seqlen_k;
     float *q = as_float_bhsd(s, T_Q, hq, sq), *k = as_float_bhsd(s, T_K, hkv, sk), *v = as_float_bhsd(s, T_V, hkv, sk);

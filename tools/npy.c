@@ -22,6 +22,8 @@ size_t npy_dtype_size(npy_dtype dtype) {
         return 2;
     case NPY_DTYPE_U8:
         return 1;
+    case NPY_DTYPE_I32:
+        return 4;
     }
     return 0;
 }
@@ -36,6 +38,8 @@ const char *npy_dtype_descr(npy_dtype dtype) {
         return "<u2";
     case NPY_DTYPE_U8:
         return "|u1";
+    case NPY_DTYPE_I32:
+        return "<i4";
     }
     return "?";
 }
@@ -50,6 +54,8 @@ const char *npy_dtype_name(npy_dtype dtype) {
         return "uint16";
     case NPY_DTYPE_U8:
         return "uint8";
+    case NPY_DTYPE_I32:
+        return "int32";
     }
     return "unknown";
 }
@@ -179,12 +185,14 @@ static int dtype_from_descr(const char *descr, npy_dtype *dtype, char *error, si
         *dtype = NPY_DTYPE_U16;
     else if (strcmp(descr, "|u1") == 0 || strcmp(descr, "<u1") == 0)
         *dtype = NPY_DTYPE_U8;
+    else if (strcmp(descr, "<i4") == 0)
+        *dtype = NPY_DTYPE_I32;
     else if (descr[0] == '>') {
         snprintf(error, error_size, "big-endian dtype '%s' is not supported (use '<f4', '<f2' or '<u2')", descr);
         return -1;
     } else {
         snprintf(error, error_size,
-                 "unsupported dtype '%s' (supported: '<f4' float32, '<f2' float16, '<u2' bfloat16 bits, '|u1' uint8)", descr);
+                 "unsupported dtype '%s' (supported: '<f4' float32, '<f2' float16, '<u2' bfloat16 bits, '|u1' uint8, '<i4' int32)", descr);
         return -1;
     }
     return 0;

@@ -1,4 +1,4 @@
-/* npy.h: reading and writing NumPy .npy files (little-endian, C order, 2-byte and 4-byte element types). */
+/* npy.h: reading and writing NumPy .npy files (little-endian, C order, 1-, 2- and 4-byte element types). */
 #ifndef FLASHCL_TOOLS_NPY_H
 #define FLASHCL_TOOLS_NPY_H
 
@@ -10,7 +10,8 @@ typedef enum npy_dtype {
     NPY_DTYPE_F32 = 0, /* '<f4' */
     NPY_DTYPE_F16 = 1, /* '<f2' */
     NPY_DTYPE_U16 = 2, /* '<u2' */
-    NPY_DTYPE_U8 = 3   /* '|u1': block masks and dropout masks */
+    NPY_DTYPE_U8 = 3,  /* '|u1': block masks and dropout masks */
+    NPY_DTYPE_I32 = 4  /* '<i4': cumulative sequence lengths */
 } npy_dtype;
 
 #define NPY_MAX_RANK 8

@@ -36,7 +36,8 @@ npy_dtype run_npy_dtype(flashcl_dtype dtype) {
 
 /* The flashcl dtype of a file: what it holds, reconciled with --dtype. */
 static int file_dtype(const run_options *o, const char *path, const npy_array *a, flashcl_dtype *out) {
-    if (a->dtype == NPY_DTYPE_U8) return file_error(path, "holds uint8; tensors must be float32, float16 or bfloat16");
+    if (a->dtype == NPY_DTYPE_U8 || a->dtype == NPY_DTYPE_I32)
+        return file_error(path, "holds %s; tensors must be float32, float16 or bfloat16", npy_dtype_name(a->dtype));
     if (a->dtype == NPY_DTYPE_U16) {
         if (!o->dtype_given || o->dtype != FLASHCL_DTYPE_BF16)
             return file_error(path, "holds uint16 ('<u2'); if that is bfloat16 data, pass --dtype bf16");
@@ -164,10 +165,64 @@ static int check_block_mask(const run_options *o, run_inputs *in) {
     return 0;
 }
 
+/* A packed (total, H, D) file seen as the 4-D (1, total, H, D) of --layout bshd. */
+static int unpack_rank(const char *path, npy_array *a, const char *role) {
+    if (a->rank != 3) {
+        char shape_text[256];
+        npy_format_shape(a->rank, a->shape, shape_text, sizeof shape_text);
+        return file_error(path, "with --cu-seqlens-q/-k, %s must be a packed 3-D array (total, heads, D), not shape %s",
+                          role, shape_text);
+    }
+    for (int i = 3; i > 0; --i) a->shape[i] = a->shape[i - 1];
+    a->shape[0] = 1;
+    a->rank = 4;
+    return 0;
+}
+
+/* One cu_seqlens file: int32 (B + 1), 0 first, non-decreasing, ending at
+ * total; *max_len receives the longest sequence. */
+static int check_cu_seqlens(const char *path, const npy_array *a, size_t expected_count, int total, int *max_len) {
+    if (a->dtype != NPY_DTYPE_I32 || a->rank != 1 || a->count < 2)
+        return file_error(path, "cumulative sequence lengths must be a 1-D int32 ('<i4') array of B+1 >= 2 entries");
+    if (expected_count && a->count != expected_count)
+        return file_error(path, "has %zu entries, the other cu_seqlens file %zu", a->count, expected_count);
+    const int32_t *cu = a->data;
+    if (cu[0] != 0) return file_error(path, "the first offset is %d, not 0", (int)cu[0]);
+    *max_len = 0;
+    for (size_t b = 0; b + 1 < a->count; ++b) {
+        if (cu[b + 1] < cu[b]) return file_error(path, "offsets decrease at entry %zu", b + 1);
+        if (cu[b + 1] - cu[b] > *max_len) *max_len = cu[b + 1] - cu[b];
+    }
+    if (cu[a->count - 1] != total)
+        return file_error(path, "ends at %d but the packed tensors have %d rows", (int)cu[a->count - 1], total);
+    return 0;
+}
+
+static int load_varlen(const run_options *o, run_inputs *in) {
+    in->varlen = 1;
+    int max_q = 0, max_k = 0;
+    if (load(o->cu_seqlens_q_path, &in->cu_q) || load(o->cu_seqlens_k_path, &in->cu_k) ||
+        check_cu_seqlens(o->cu_seqlens_q_path, &in->cu_q, 0, in->desc.seqlen_q, &max_q) ||
+        check_cu_seqlens(o->cu_seqlens_k_path, &in->cu_k, in->cu_q.count, in->desc.seqlen_k, &max_k))
+        return -1;
+    if (max_q < 1 || max_k < 1)
+        return file_error(o->cu_seqlens_q_path, "every sequence is empty");
+    in->call_desc = in->desc;
+    in->call_desc.batch = (int)(in->cu_q.count - 1);
+    in->call_desc.seqlen_q = max_q;
+    in->call_desc.seqlen_k = max_k;
+    return 0;
+}
+
 int run_load_inputs(const run_options *o, run_inputs *in) {
     memset(in, 0, sizeof *in);
+    const int packed = run_is_varlen(o);
     int failed = load(o->q_path, &in->q) || load(o->k_path, &in->k) || load(o->v_path, &in->v) ||
-                 (run_wants_backward(o) && load(o->dout_path, &in->dout)) || check_inputs(o, in) ||
+                 (run_wants_backward(o) && load(o->dout_path, &in->dout)) ||
+                 (packed && (unpack_rank(o->q_path, &in->q, "Q") || unpack_rank(o->k_path, &in->k, "K") ||
+                             unpack_rank(o->v_path, &in->v, "V") ||
+                             (run_wants_backward(o) && unpack_rank(o->dout_path, &in->dout, "dO")))) ||
+                 check_inputs(o, in) || (packed && load_varlen(o, in)) ||
                  (o->block_mask_path && (load(o->block_mask_path, &in->block_mask) || check_block_mask(o, in)));
     if (failed) run_free_inputs(in);
     return failed ? -1 : 0;
@@ -179,6 +234,8 @@ void run_free_inputs(run_inputs *in) {
     npy_free(&in->v);
     npy_free(&in->dout);
     npy_free(&in->block_mask);
+    npy_free(&in->cu_q);
+    npy_free(&in->cu_k);
 }
 
 size_t run_tensor_count(const flashcl_attention_desc *d, int heads, int seqlen) {

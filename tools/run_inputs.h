@@ -12,6 +12,12 @@ typedef struct run_inputs {
     npy_array block_mask;       /* empty unless --block-mask was given */
     int block_mask_per_head;    /* the mask file has a leading Hq axis */
     flashcl_attention_desc desc; /* shapes, dtype, scale and causal flag */
+    /* Packed variable-length batch: desc then describes the packed tensors
+     * as one bshd batch of total rows, call_desc the call itself (B
+     * sequences, the longest lengths). cu_q / cu_k hold int32 (B + 1). */
+    int varlen;
+    npy_array cu_q, cu_k;
+    flashcl_attention_desc call_desc;
 } run_inputs;
 
 /* Reads and cross-checks every input file. Returns 0, or -1 after printing a

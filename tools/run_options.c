@@ -43,8 +43,15 @@ void run_print_help(FILE *out) {
             "  --dropout P             dropout probability in [0, 1) on the normalised probabilities\n"
             "  --seed S                dropout seed (Philox4x32-10 key; default 0)\n"
             "  --dropout-mask FILE     also write the keep mask, uint8 (B, Hq, Sq, Sk), 1 = kept\n"
+            "  --cu-seqlens-q FILE, --cu-seqlens-k FILE\n"
+            "                          packed variable-length batch: int32 ('<i4') cumulative offsets\n"
+            "                          (B+1 entries from 0, non-decreasing), both together; Q, dO are\n"
+            "                          then (total_q,Hq,D), K, V (total_k,Hkv,D) (--layout does not\n"
+            "                          apply), LSE is written (Hq,total_q); causal, window and dropout\n"
+            "                          apply per sequence; --check runs each sequence alone in the\n"
+            "                          reference. Not with --block-mask or --dropout-mask\n"
             "(window, causal and block mask combine by intersection; the standard implementation\n"
-            "has none of window, block mask or dropout)\n"
+            "has none of window, block mask, dropout or variable-length batches)\n"
             "backward (all four together; runs the forward, then the backward pass):\n"
             "  --dout FILE             dO, shaped and typed like Q\n"
             "  --dq, --dk, --dv FILE   gradients to write, shaped and typed like Q, K, V\n\n"
@@ -78,6 +85,7 @@ static const path_option PATH_OPTIONS[] = {
     PATH_OPTION("--dq", dq_path),     PATH_OPTION("--dk", dk_path),     PATH_OPTION("--dv", dv_path),
     PATH_OPTION("--device", device),  PATH_OPTION("--kernel-dir", kernel_dir),
     PATH_OPTION("--block-mask", block_mask_path), PATH_OPTION("--dropout-mask", dropout_mask_path),
+    PATH_OPTION("--cu-seqlens-q", cu_seqlens_q_path), PATH_OPTION("--cu-seqlens-k", cu_seqlens_k_path),
 };
 
 static int parse_value_option(const char *name, const char *value, run_options *o) {
@@ -194,5 +202,10 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
         return usage_error("%s", "--block-mask and --block-size go together");
     if (o->dropout_mask_path && o->dropout <= 0.0)
         return usage_error("%s", "--dropout-mask needs --dropout P with P > 0");
+    if ((o->cu_seqlens_q_path != NULL) != (o->cu_seqlens_k_path != NULL))
+        return usage_error("%s", "--cu-seqlens-q and --cu-seqlens-k go together");
+    if (o->cu_seqlens_q_path && (o->block_mask_path || o->dropout_mask_path))
+        return usage_error("%s", "--cu-seqlens-q/-k do not combine with --block-mask or --dropout-mask");
+    if (o->cu_seqlens_q_path) o->layout = FLASHCL_LAYOUT_BSHD; /* a packed file is one bshd batch of total rows */
     return RUN_PARSE_OK;
 }

@@ -27,6 +27,9 @@ typedef struct run_options {
     double dropout;                /* 0: none */
     unsigned long long seed;
     const char *dropout_mask_path; /* write the keep mask (B, Hq, Sq, Sk) uint8 */
+    /* Packed variable-length batch: int32 (B + 1) files, both or neither;
+     * the tensors are then (total, H, D) and the layout is forced to bshd. */
+    const char *cu_seqlens_q_path, *cu_seqlens_k_path;
 } run_options;
 
 typedef enum run_parse_result {
@@ -37,6 +40,8 @@ typedef enum run_parse_result {
 
 run_parse_result run_parse_options(int argc, char **argv, run_options *options);
 void run_print_help(FILE *out);
+
+static inline int run_is_varlen(const run_options *options) { return options->cu_seqlens_q_path != NULL; }
 
 static inline int run_wants_backward(const run_options *options) { return options->dout_path != NULL; }
 

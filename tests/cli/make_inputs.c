@@ -15,7 +15,10 @@ static void usage(void) {
             "       cli_make_inputs --malformed DIR\n"
             "         writes a valid small problem (good_q/k/v.npy) and malformed variants\n"
             "       cli_make_inputs --block-mask FILE ROWS COLS\n"
-            "         writes a random uint8 block mask\n");
+            "         writes a random uint8 block mask\n"
+            "       cli_make_inputs --varlen DIR Hq,Hkv,D LQ:LK,LQ:LK,... SEED\n"
+            "         writes a packed float32 batch: q, dout (total_q,Hq,D), k, v (total_k,Hkv,D),\n"
+            "         cu_q.npy, cu_k.npy (int32 cumulative lengths)\n");
 }
 
 /* xorshift64*: reproducible data without depending on the C library's rand(). */
@@ -152,7 +155,62 @@ static int make_block_mask(const char *path, const char *rows_text, const char *
     return rc != 0;
 }
 
+/* A packed variable-length batch (tensors written as (1, total, H, D), then relabelled 3-D). */
+static int make_varlen(const char *dir, const char *heads, const char *lengths, const char *seed) {
+    int hq, hkv, d;
+    if (sscanf(heads, "%d,%d,%d", &hq, &hkv, &d) != 3 || hq < 1 || hkv < 1 || d < 1) {
+        usage();
+        return 2;
+    }
+    int32_t cu_q[65] = {0}, cu_k[65] = {0};
+    size_t n = 0;
+    for (const char *p = lengths; *p && n < 64;) {
+        int lq, lk, used = 0;
+        if (sscanf(p, "%d:%d%n", &lq, &lk, &used) != 2 || lq < 0 || lk < 0) {
+            usage();
+            return 2;
+        }
+        cu_q[n + 1] = cu_q[n] + lq;
+        cu_k[n + 1] = cu_k[n] + lk;
+        ++n;
+        p += used;
+        if (*p == ',') ++p;
+    }
+    rng_state = strtoull(seed, NULL, 10) * 0x9E3779B97F4A7C15ull + 1;
+    const size_t q_shape[4] = {1, (size_t)cu_q[n], (size_t)hq, (size_t)d};
+    const size_t kv_shape[4] = {1, (size_t)cu_k[n], (size_t)hkv, (size_t)d};
+    const char *names[4] = {"q.npy", "k.npy", "v.npy", "dout.npy"};
+    const size_t *shapes[4] = {q_shape, kv_shape, kv_shape, q_shape};
+    char path[4096], error[512];
+    for (int i = 0; i < 4; ++i) {
+        const size_t count = shapes[i][1] * shapes[i][2] * shapes[i][3];
+        float *data = malloc((count ? count : 1) * sizeof *data);
+        if (!data) return 1;
+        for (size_t j = 0; j < count; ++j) data[j] = random_value();
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        const int result = npy_write(path, NPY_DTYPE_F32, 3, shapes[i] + 1, data, error, sizeof error);
+        free(data);
+        if (result != 0) {
+            fprintf(stderr, "cli_make_inputs: %s: %s\n", path, error);
+            return 1;
+        }
+    }
+    const size_t cu_shape[1] = {n + 1};
+    const int32_t *cus[2] = {cu_q, cu_k};
+    const char *cu_names[2] = {"cu_q.npy", "cu_k.npy"};
+    for (int i = 0; i < 2; ++i) {
+        snprintf(path, sizeof path, "%s/%s", dir, cu_names[i]);
+        if (npy_write(path, NPY_DTYPE_I32, 1, cu_shape, cus[i], error, sizeof error) != 0) {
+            fprintf(stderr, "cli_make_inputs: %s: %s\n", path, error);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[1], "--varlen") == 0)
+        return ensure_dir(argv[2]) != 0 ? 1 : make_varlen(argv[2], argv[3], argv[4], argv[5]);
     if (argc == 5 && strcmp(argv[1], "--block-mask") == 0) return make_block_mask(argv[2], argv[3], argv[4]);
     if (argc == 3 && strcmp(argv[1], "--malformed") == 0 && ensure_dir(argv[2]) != 0) return 1;
     if (argc == 6 && ensure_dir(argv[1]) != 0) return 1;

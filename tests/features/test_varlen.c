@@ -1,0 +1,271 @@
+/* test_varlen.c: packed variable-length batches, forward and backward, against each sequence run alone through the dense API. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feature_harness.h"
+
+#define MAX_SEQS 8
+
+typedef struct varlen_case {
+    const char *name;
+    int batch, heads_q, heads_kv, head_dim, causal;
+    int len_q[MAX_SEQS], len_k[MAX_SEQS];
+    int extra_max; /* added to the largest lengths for desc->seqlen_q / seqlen_k */
+    int window_left, window_right; /* both -1: no window */
+    float dropout_p;
+} varlen_case;
+
+/* Odd lengths around tile sizes, empty sequences on either side, GQA,
+ * Sq != Sk per sequence (bottom-right alignment), a desc maximum above the
+ * real one, and window + dropout applied per sequence. */
+static const varlen_case cases[] = {
+    {"1,37,64,0,100 d32", 5, 2, 2, 32, 0, {1, 37, 64, 0, 100}, {1, 37, 64, 0, 100}, 0, -1, -1, 0.0f},
+    {"1,37,64,0,100 d40 causal gqa", 5, 4, 2, 40, 1, {1, 37, 64, 0, 100}, {1, 37, 64, 0, 100}, 0, -1, -1, 0.0f},
+    {"q!=k causal mqa d64 empty k", 4, 2, 1, 64, 1, {5, 70, 0, 33}, {50, 20, 9, 0}, 7, -1, -1, 0.0f},
+    {"window 16,4 dropout 0.2 d16", 3, 2, 2, 16, 0, {60, 3, 129}, {80, 3, 100}, 0, 16, 4, 0.2f},
+    {"single long causal d59", 2, 3, 1, 59, 1, {200, 17}, {200, 130}, 0, -1, -1, 0.0f},
+};
+
+static int prefix(const int *len, int n, int *cu) {
+    cu[0] = 0;
+    for (int b = 0; b < n; ++b) cu[b + 1] = cu[b] + len[b];
+    return cu[n];
+}
+
+static int max_of(const int *len, int n) {
+    int m = 0;
+    for (int b = 0; b < n; ++b) m = len[b] > m ? len[b] : m;
+    return m;
+}
+
+static float *random_floats(size_t n, unsigned *state) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (size_t i = 0; i < n; ++i) {
+        *state = *state * 1664525u + 1013904223u;
+        x[i] = (float)((*state >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    return x;
+}
+
+static cl_mem device_copy(flashcl_context *ctx, const void *host, size_t bytes) {
+    cl_int err;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes,
+                              (void *)host, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    return m;
+}
+
+static cl_mem nan_buffer(flashcl_context *ctx, size_t count) {
+    float *nan_fill = malloc(count * sizeof *nan_fill);
+    for (size_t i = 0; i < count; ++i) nan_fill[i] = NAN;
+    cl_mem m = device_copy(ctx, nan_fill, count * sizeof(float));
+    free(nan_fill);
+    return m;
+}
+
+static float *read_back(flashcl_context *ctx, cl_mem m, size_t count) {
+    float *x = malloc(count * sizeof *x);
+    ck_assert_int_eq(clEnqueueReadBuffer(flashcl_context_queue(ctx), m, CL_TRUE, 0, count * sizeof *x, x, 0, NULL,
+                                         NULL),
+                     CL_SUCCESS);
+    return x;
+}
+
+static void expect_close(const char *c, const char *what, int b, size_t i, float got, float want) {
+    if (isinf(want) || isinf(got)) {
+        ck_assert_msg(got == want, "%s: %s of sequence %d [%zu]: %g, expected %g", c, what, b, i, (double)got,
+                      (double)want);
+        return;
+    }
+    ck_assert_msg(fabsf(got - want) <= 2e-4f + 2e-4f * fabsf(want), "%s: %s of sequence %d [%zu]: %.7g, expected %.7g",
+                  c, what, b, i, (double)got, (double)want);
+}
+
+static flashcl_attention_desc desc_of(const varlen_case *v, int batch, int sq, int sk) {
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, batch, v->heads_q, sq, sk, v->head_dim);
+    d.heads_kv = v->heads_kv;
+    d.causal = v->causal;
+    if (v->window_left >= 0 || v->window_right >= 0) {
+        d.sliding_window = 1;
+        d.window_left = v->window_left;
+        d.window_right = v->window_right;
+    }
+    d.dropout_p = v->dropout_p;
+    d.dropout_seed = 1234;
+    return d;
+}
+
+START_TEST(test_varlen_matches_sequences_alone) {
+    const varlen_case *v = &cases[_i];
+    const int n = v->batch, H = v->heads_q, Hk = v->heads_kv, D = v->head_dim;
+    int cu_q[MAX_SEQS + 1], cu_k[MAX_SEQS + 1];
+    const int total_q = prefix(v->len_q, n, cu_q), total_k = prefix(v->len_k, n, cu_k);
+    const size_t nq = (size_t)total_q * H * D, nk = (size_t)total_k * Hk * D, nl = (size_t)total_q * H;
+    unsigned state = 77u + (unsigned)_i;
+    float *q = random_floats(nq, &state), *k = random_floats(nk, &state), *vv = random_floats(nk, &state);
+    float *dout = random_floats(nq, &state);
+
+    flashcl_context *ctx = fh_context();
+    if (_i % 2 == 0) { /* small tiles: many blocks past the shorter sequences' ends */
+        const flashcl_plan forward_plan = {16, 16, 4, 4, 0, 0}, backward_plan = {16, 16, 4, 4, 0, 0};
+        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &forward_plan), FLASHCL_SUCCESS);
+        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, &backward_plan), FLASHCL_SUCCESS);
+    }
+    const flashcl_attention_desc d =
+        desc_of(v, n, max_of(v->len_q, n) + v->extra_max, max_of(v->len_k, n) + v->extra_max);
+    cl_mem mq = device_copy(ctx, q, nq * 4), mk = device_copy(ctx, k, nk * 4), mv = device_copy(ctx, vv, nk * 4);
+    cl_mem mdo = device_copy(ctx, dout, nq * 4);
+    cl_mem mo = nan_buffer(ctx, nq), ml = nan_buffer(ctx, nl), mdq = nan_buffer(ctx, nq), mdk = nan_buffer(ctx, nk),
+           mdv = nan_buffer(ctx, nk);
+    cl_mem mcq = device_copy(ctx, cu_q, sizeof(int) * (size_t)(n + 1));
+    cl_mem mck = device_copy(ctx, cu_k, sizeof(int) * (size_t)(n + 1));
+    /* Packed (total, heads, dim); LSE (heads_q, total_q). Batch strides are ignored: give a wrong one. */
+    const flashcl_tensor tq = {mq, 0, 12345, (size_t)D, (size_t)H * D}, to = {mo, 0, 0, (size_t)D, (size_t)H * D};
+    const flashcl_tensor tdo = {mdo, 0, 0, (size_t)D, (size_t)H * D}, tdq = {mdq, 0, 0, (size_t)D, (size_t)H * D};
+    const flashcl_tensor tk = {mk, 0, 0, (size_t)D, (size_t)Hk * D}, tv = {mv, 0, 0, (size_t)D, (size_t)Hk * D};
+    const flashcl_tensor tdk = {mdk, 0, 0, (size_t)D, (size_t)Hk * D}, tdv = {mdv, 0, 0, (size_t)D, (size_t)Hk * D};
+    const flashcl_tensor tl = {ml, 0, 0, (size_t)total_q, 1};
+    flashcl_attention_extras ex;
+    flashcl_attention_extras_init(&ex);
+    ex.cu_seqlens_q = mcq;
+    ex.cu_seqlens_k = mck;
+    ck_assert_msg(flashcl_forward_ex(ctx, &d, &ex, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL) == FLASHCL_SUCCESS, "%s",
+                  flashcl_last_error(ctx));
+    ck_assert_msg(flashcl_backward_ex(ctx, &d, &ex, &tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv, 0, NULL, NULL) ==
+                      FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    float *o = read_back(ctx, mo, nq), *lse = read_back(ctx, ml, nl), *dq = read_back(ctx, mdq, nq);
+    float *dk = read_back(ctx, mdk, nk), *dv = read_back(ctx, mdv, nk);
+
+    for (int b = 0; b < n; ++b) {
+        const int lq = v->len_q[b], lk = v->len_k[b];
+        const float *sq = q + (size_t)cu_q[b] * H * D, *sdo = dout + (size_t)cu_q[b] * H * D;
+        const float *sk = k + (size_t)cu_k[b] * Hk * D, *sv = vv + (size_t)cu_k[b] * Hk * D;
+        const size_t cq = (size_t)lq * H * D, ck = (size_t)lk * Hk * D;
+        if (lq == 0 || lk == 0) { /* no dense equivalent: the definitions */
+            for (size_t i = 0; i < cq; ++i) {
+                expect_close(v->name, "O (no keys)", b, i, o[(size_t)cu_q[b] * H * D + i], 0.0f);
+                expect_close(v->name, "dQ (no keys)", b, i, dq[(size_t)cu_q[b] * H * D + i], 0.0f);
+            }
+            for (int h = 0; h < H; ++h)
+                for (int i = 0; i < lq; ++i)
+                    expect_close(v->name, "LSE (no keys)", b, (size_t)i, lse[(size_t)h * total_q + cu_q[b] + i],
+                                 -INFINITY);
+            for (size_t i = 0; i < ck; ++i) {
+                expect_close(v->name, "dK (no queries)", b, i, dk[(size_t)cu_k[b] * Hk * D + i], 0.0f);
+                expect_close(v->name, "dV (no queries)", b, i, dv[(size_t)cu_k[b] * Hk * D + i], 0.0f);
+            }
+            continue;
+        }
+        flashcl_attention_desc alone = desc_of(v, 1, lq, lk);
+        alone.dropout_offset = (uint64_t)b * (uint64_t)H; /* the packed call's mask of sequence b */
+        float *ro = malloc(cq * 4), *rl = malloc((size_t)H * lq * 4), *rdq = malloc(cq * 4);
+        float *rdk = malloc(ck * 4), *rdv = malloc(ck * 4);
+        ck_assert_msg(flashcl_backward_host(ctx, &alone, FLASHCL_LAYOUT_BSHD, sq, sk, sv, sdo, ro, rl, rdq, rdk,
+                                            rdv) == FLASHCL_SUCCESS,
+                      "%s", flashcl_last_error(ctx));
+        for (size_t i = 0; i < cq; ++i) {
+            expect_close(v->name, "O", b, i, o[(size_t)cu_q[b] * H * D + i], ro[i]);
+            expect_close(v->name, "dQ", b, i, dq[(size_t)cu_q[b] * H * D + i], rdq[i]);
+        }
+        for (int h = 0; h < H; ++h)
+            for (int i = 0; i < lq; ++i)
+                expect_close(v->name, "LSE", b, (size_t)i, lse[(size_t)h * total_q + cu_q[b] + i],
+                             rl[(size_t)h * lq + i]);
+        for (size_t i = 0; i < ck; ++i) {
+            expect_close(v->name, "dK", b, i, dk[(size_t)cu_k[b] * Hk * D + i], rdk[i]);
+            expect_close(v->name, "dV", b, i, dv[(size_t)cu_k[b] * Hk * D + i], rdv[i]);
+        }
+        free(ro), free(rl), free(rdq), free(rdk), free(rdv);
+    }
+    free(o), free(lse), free(dq), free(dk), free(dv);
+    cl_mem all[] = {mq, mk, mv, mdo, mo, ml, mdq, mdk, mdv, mcq, mck};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    free(q), free(k), free(vv), free(dout);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+START_TEST(test_varlen_bad_inputs_rejected) {
+    flashcl_context *ctx = fh_context();
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, 2, 1, 8, 8, 16);
+    cl_int err;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    cl_mem o_buf = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    const int good[3] = {0, 5, 12}, decreasing[3] = {0, 6, 4}, not_zero[3] = {1, 5, 12}, too_long[3] = {0, 9, 12};
+    cl_mem cu_good = device_copy(ctx, good, sizeof good), cu_dec = device_copy(ctx, decreasing, sizeof decreasing);
+    cl_mem cu_nz = device_copy(ctx, not_zero, sizeof not_zero), cu_long = device_copy(ctx, too_long, sizeof too_long);
+    const flashcl_tensor t = {m, 0, 0, 16, 16}, o = {o_buf, 0, 0, 16, 16};
+    flashcl_attention_extras ex;
+    flashcl_attention_extras_init(&ex);
+
+    ex.cu_seqlens_q = cu_good; /* only one of the two */
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "cu_seqlens_k"));
+    ex.cu_seqlens_q = NULL;
+    ex.cu_seqlens_k = cu_good;
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
+
+    ex.cu_seqlens_q = cu_dec; /* non-monotonic */
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "non-decreasing"));
+    ex.cu_seqlens_q = cu_nz; /* does not start at 0 */
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
+    ex.cu_seqlens_q = cu_long; /* a sequence longer than desc->seqlen_q */
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
+
+    /* Packed tensors too small for the totals. */
+    ex.cu_seqlens_q = cu_good;
+    d.head_dim = 16;
+    const flashcl_tensor wide = {m, 0, 0, 16, 400};
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &wide, &t, &t, &o, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_BUFFER_TOO_SMALL);
+
+    /* Fine as it is on the flash implementation... */
+    ck_assert_msg(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL) == FLASHCL_SUCCESS, "%s",
+                  flashcl_last_error(ctx));
+    ck_assert_int_eq(clFinish(flashcl_context_queue(ctx)), CL_SUCCESS);
+    /* ...refused with a block mask, and by the standard implementation. */
+    ex.block_mask = cu_good;
+    ex.block_size = 4;
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL), FLASHCL_ERROR_UNSUPPORTED);
+    ex.block_mask = NULL;
+    ex.block_size = 0;
+    ck_assert_int_eq(flashcl_context_set_impl(ctx, FLASHCL_IMPL_STANDARD), FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL), FLASHCL_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "variable-length"));
+    cl_mem all[] = {m, o_buf, cu_good, cu_dec, cu_nz, cu_long};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+static Suite *varlen_suite(void) {
+    Suite *s = suite_create("varlen");
+    TCase *tc = tcase_create("varlen");
+    tcase_set_timeout(tc, FH_CASE_TIMEOUT);
+    tcase_add_loop_test(tc, test_varlen_matches_sequences_alone, 0, (int)(sizeof cases / sizeof cases[0]));
+    tcase_add_test(tc, test_varlen_bad_inputs_rejected);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *runner = srunner_create(varlen_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    const int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
