@@ -5,6 +5,11 @@
 // tile_q query rows x tile_k key columns touches and writes 0 (every entry
 // off: the tile is skipped, its K/V or Q rows never loaded), 1 (every entry
 // on: no element-wise mask needed) or 2 (mixed: masked element by element).
+// With a packed variable-length batch seqlen_q / seqlen_k are the longest
+// lengths and the one summary serves every sequence: a shorter sequence's
+// part of a tile is a subset of the tile summarised here, so all-off stays
+// all-off and all-on stays all-on for it (mixed is masked element by element
+// on the sequence's own lengths anyway).
 
 __kernel void flashcl_tile_mask(__global const uchar *mask, ulong mask_offset, ulong mask_stride_h, int mask_block, int mask_cols,
                                 int seqlen_q, int seqlen_k, int tile_q, int tile_k, int tile_rows, int tile_cols,

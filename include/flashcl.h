@@ -302,8 +302,12 @@ typedef struct flashcl_attention_extras {
      * included (e.g. (heads_q, total_q): stride_head = total_q, stride_seq =
      * 1). total_q = cu_seqlens_q[batch] and total_k must be >= 1. Causal,
      * window and dropout apply per sequence as if it were batch element b
-     * alone with its own lengths (bottom-right alignment on those). Not with
-     * a block mask (FLASHCL_ERROR_UNSUPPORTED). Validation reads both arrays
+     * alone with its own lengths (bottom-right alignment on those). A block
+     * mask is then in each sequence's own coordinates (query row i and key
+     * column j of sequence b are positions inside sequence b), shaped by the
+     * desc's maxima (ceil(seqlen_q / block_size), ceil(seqlen_k /
+     * block_size)) and shared by every sequence: a shorter sequence uses its
+     * top-left part. Validation reads both arrays
      * back with a blocking clEnqueueReadBuffer (after the call's wait list)
      * to check cu[0] = 0, monotonicity, each length <= the desc maximum and
      * that the packed tensors fit their buffers. */

@@ -138,7 +138,7 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
     flashcl_features features;
     if ((status = flashcl_features_resolve(ctx, desc, extras, &features))) return status;
     features.varlen = varlen;
-    if ((status = flashcl_features_validate_mask(ctx, desc, &features, tensors, tensor_count)) ||
+    if ((status = flashcl_features_validate_mask(ctx, shape_desc, &features, tensors, tensor_count)) ||
         (status = flashcl_features_check_impl(ctx, &features)))
         return status;
     if (ctx->impl == FLASHCL_IMPL_STANDARD)

@@ -69,8 +69,6 @@ flashcl_status flashcl_varlen_resolve(flashcl_context *ctx, const flashcl_attent
                             extras->cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q");
     flashcl_status status = flashcl_validate_desc(ctx, desc);
     if (status == FLASHCL_SUCCESS) status = flashcl_validate_wait_list(ctx, num_events, wait_list);
-    if (status == FLASHCL_SUCCESS && extras->block_mask)
-        status = flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "a block mask does not combine with a variable-length batch");
     if (status == FLASHCL_SUCCESS)
         status = read_cu_seqlens(ctx, "cu_seqlens_q", extras->cu_seqlens_q, desc->batch, desc->seqlen_q, num_events,
                                  wait_list, &out->total_q);
@@ -124,6 +122,8 @@ flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_atte
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "block_mask_per_head must be 0 or 1, not %d",
                             extras->block_mask_per_head);
     f->block_mask = 1;
+    /* desc's lengths, the longest with a packed batch: the mask is in each
+     * sequence's own coordinates and shared by all sequences. */
     f->mask_block = extras->block_size;
     f->mask_rows = (int)ceil_div((size_t)desc->seqlen_q, (size_t)extras->block_size);
     f->mask_cols = (int)ceil_div((size_t)desc->seqlen_k, (size_t)extras->block_size);
@@ -135,15 +135,18 @@ flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_atte
     return FLASHCL_SUCCESS;
 }
 
-flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashcl_attention_desc *desc,
+flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashcl_attention_desc *shape_desc,
                                               const flashcl_features *f, const flashcl_call_tensor *tensors,
                                               int count) {
     if (!f->block_mask) return FLASHCL_SUCCESS;
     flashcl_extent mask, output;
     flashcl_status status = flashcl_validate_tensor(ctx, "block_mask", &f->mask_view, &f->mask_shape, 0, &mask);
     if (status != FLASHCL_SUCCESS) return status;
+    /* The outputs' extents as the call validated them: with a packed batch
+     * that is (1, heads, total rows), not (batch, heads, longest). */
     flashcl_shape shapes[3];
-    flashcl_attention_shapes(desc, &shapes[FLASHCL_SHAPE_Q], &shapes[FLASHCL_SHAPE_KV], &shapes[FLASHCL_SHAPE_LSE]);
+    flashcl_attention_shapes(shape_desc, &shapes[FLASHCL_SHAPE_Q], &shapes[FLASHCL_SHAPE_KV],
+                             &shapes[FLASHCL_SHAPE_LSE]);
     for (int i = 0; i < count; ++i) {
         if (!tensors[i].is_output || !tensors[i].tensor) continue;
         /* Already validated by flashcl_validate_call: this only recomputes the extent. */

@@ -41,7 +41,8 @@ typedef struct flashcl_features {
 
 /* Reads desc (already validated) and extras into f; checks the extras'
  * scalar fields (the mask buffer itself is checked with the call's tensors,
- * see flashcl_features_mask_tensor). */
+ * see flashcl_features_validate_mask). desc is the caller's, with a packed
+ * batch its longest lengths. */
 flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                         const flashcl_attention_extras *extras, flashcl_features *f);
 
@@ -50,8 +51,10 @@ static inline int flashcl_features_any(const flashcl_features *f) {
 }
 
 /* Checks the block mask buffer (context, size) and that none of the call's
- * outputs overlaps it; run after flashcl_validate_call. No-op without a mask. */
-flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashcl_attention_desc *desc,
+ * outputs overlaps it; run after flashcl_validate_call, with the desc the
+ * tensors were validated against (the packed one of a variable-length
+ * batch). No-op without a mask. */
+flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashcl_attention_desc *shape_desc,
                                               const flashcl_features *f, const flashcl_call_tensor *tensors,
                                               int count);
 

@@ -311,10 +311,31 @@ static size_t count_not(const float *full, int heads, int total, int dim, int st
     return bad;
 }
 
+/* The element mask (1, Hq, lq, lk) of one sequence of a packed batch: the
+ * block mask is in each sequence's own coordinates, its columns sized by
+ * the longest key length. NULL if out of memory. */
+static unsigned char *sequence_mask(const run_state *s, const flashcl_attention_desc *one) {
+    const size_t n = (size_t)s->options.block_size, hq = (size_t)one->heads_q;
+    const size_t lq = (size_t)one->seqlen_q, lk = (size_t)one->seqlen_k;
+    const size_t rows = ((size_t)s->inputs.call_desc.seqlen_q + n - 1) / n;
+    const size_t cols = ((size_t)s->inputs.call_desc.seqlen_k + n - 1) / n;
+    unsigned char *mask = malloc(hq * lq * lk);
+    if (!mask) return NULL;
+    const uint8_t *blocks = s->inputs.block_mask.data;
+    size_t x = 0;
+    for (size_t h = 0; h < hq; ++h) {
+        const uint8_t *plane = blocks + (s->inputs.block_mask_per_head ? h * rows * cols : 0);
+        for (size_t i = 0; i < lq; ++i)
+            for (size_t j = 0; j < lk; ++j) mask[x++] = plane[(i / n) * cols + j / n] != 0;
+    }
+    return mask;
+}
+
 /* --check of a packed variable-length batch: each sequence through the
  * reference alone (its own lengths, causal/window aligned on them, the
- * dropout counters of batch element b); an empty side is checked against
- * the definition (O, dQ 0 and LSE -inf without keys; dK, dV 0 without queries). */
+ * dropout counters of batch element b, the block mask's top-left part);
+ * an empty side is checked against the definition (O, dQ 0 and LSE -inf
+ * without keys; dK, dV 0 without queries). */
 static int run_check_varlen(run_state *s, int backward) {
     const flashcl_attention_desc *d = &s->inputs.desc, *call = &s->inputs.call_desc;
     const int hq = d->heads_q, hkv = d->heads_kv, tq = d->seqlen_q, tk = d->seqlen_k, dim = d->head_dim;
@@ -358,11 +379,13 @@ static int run_check_varlen(run_state *s, int backward) {
         }
         int r = -1;
         printf("sequence %d (%d/%d rows q/k):\n", bi, lq, lk);
-        const check_inputs in = {sq, sk, sv, sdo, NULL};
-        if (sq && sk && sv && sa && (backward ? sdo && sb && sc : slse != NULL))
+        unsigned char *mask = s->options.block_mask_path ? sequence_mask(s, &one) : NULL;
+        const check_inputs in = {sq, sk, sv, sdo, mask};
+        if (sq && sk && sv && sa && (backward ? sdo && sb && sc : slse != NULL) &&
+            (mask || !s->options.block_mask_path))
             r = backward ? check_backward(&one, &in, sa, sb, sc, s->options.tolerance)
                          : check_forward(&one, &in, sa, slse, s->options.tolerance);
-        free(sq), free(sk), free(sv), free(sa), free(sdo), free(sb), free(sc), free(slse);
+        free(sq), free(sk), free(sv), free(sa), free(sdo), free(sb), free(sc), free(slse), free(mask);
         if (r < 0) result = -1;
         else if (r == 0) result = 0;
     }

@@ -146,10 +146,11 @@ static int check_inputs(const run_options *o, run_inputs *in) {
     return 0;
 }
 
-/* The block mask file: uint8, (ceil(Sq/N), ceil(Sk/N)) or (Hq, ...). */
+/* The block mask file: uint8, (ceil(Sq/N), ceil(Sk/N)) or (Hq, ...); with
+ * a packed batch Sq and Sk are the longest sequence lengths. */
 static int check_block_mask(const run_options *o, run_inputs *in) {
     const npy_array *m = &in->block_mask;
-    const flashcl_attention_desc *d = &in->desc;
+    const flashcl_attention_desc *d = in->varlen ? &in->call_desc : &in->desc;
     const size_t n = (size_t)o->block_size;
     const size_t rows = ((size_t)d->seqlen_q + n - 1) / n, cols = ((size_t)d->seqlen_k + n - 1) / n;
     char shape_text[256];
@@ -159,8 +160,9 @@ static int check_block_mask(const run_options *o, run_inputs *in) {
     const int shared = m->rank == 2 && m->shape[0] == rows && m->shape[1] == cols;
     const int per_head = m->rank == 3 && m->shape[0] == (size_t)d->heads_q && m->shape[1] == rows && m->shape[2] == cols;
     if (!shared && !per_head)
-        return file_error(o->block_mask_path, "shape %s is neither (%zu, %zu) nor (%d, %zu, %zu) for block size %zu",
-                          shape_text, rows, cols, d->heads_q, rows, cols, n);
+        return file_error(o->block_mask_path, "shape %s is neither (%zu, %zu) nor (%d, %zu, %zu) for block size %zu%s",
+                          shape_text, rows, cols, d->heads_q, rows, cols, n,
+                          in->varlen ? " over the longest sequence lengths" : "");
     in->block_mask_per_head = per_head;
     return 0;
 }

@@ -48,8 +48,10 @@ void run_print_help(FILE *out) {
             "                          (B+1 entries from 0, non-decreasing), both together; Q, dO are\n"
             "                          then (total_q,Hq,D), K, V (total_k,Hkv,D) (--layout does not\n"
             "                          apply), LSE is written (Hq,total_q); causal, window and dropout\n"
-            "                          apply per sequence; --check runs each sequence alone in the\n"
-            "                          reference. Not with --block-mask or --dropout-mask\n"
+            "                          apply per sequence; --block-mask is then in each sequence's own\n"
+            "                          coordinates, shaped by the longest lengths and shared by all\n"
+            "                          sequences; --check runs each sequence alone in the reference\n"
+            "                          (with the mask cropped to its lengths). Not with --dropout-mask\n"
             "(window, causal and block mask combine by intersection; the standard implementation\n"
             "has none of window, block mask, dropout or variable-length batches)\n"
             "backward (all four together; runs the forward, then the backward pass):\n"
@@ -204,8 +206,9 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
         return usage_error("%s", "--dropout-mask needs --dropout P with P > 0");
     if ((o->cu_seqlens_q_path != NULL) != (o->cu_seqlens_k_path != NULL))
         return usage_error("%s", "--cu-seqlens-q and --cu-seqlens-k go together");
-    if (o->cu_seqlens_q_path && (o->block_mask_path || o->dropout_mask_path))
-        return usage_error("%s", "--cu-seqlens-q/-k do not combine with --block-mask or --dropout-mask");
+    /* The keep mask is written (B, Hq, Sq, Sk) over a dense batch; a packed one has no such shape. */
+    if (o->cu_seqlens_q_path && o->dropout_mask_path)
+        return usage_error("%s", "--cu-seqlens-q/-k do not combine with --dropout-mask");
     if (o->cu_seqlens_q_path) o->layout = FLASHCL_LAYOUT_BSHD; /* a packed file is one bshd batch of total rows */
     return RUN_PARSE_OK;
 }

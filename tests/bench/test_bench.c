@@ -14,7 +14,13 @@ static char **g_command; /* the bench command: program and leading arguments, NU
 
 static const char *const FIELDS[] = {"impl", "direction", "batch", "heads", "seqlen", "head_dim", "causal", "dtype",
                                      "median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes",
-                                     "max_abs_err", "dropout", "block_density", "status", "device"};
+                                     "max_abs_err", "dropout", "block_density", "status", "device",
+                                     "varlen_ms", "varlen_tflops", "varlen_speedup", "varlen_flops", "padded_flops",
+                                     "varlen_tokens"};
+/* The --varlen fields: numbers on flash rows of a --varlen run, null elsewhere. */
+static const char *const VARLEN_FIELDS[] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
+                                            "varlen_flops", "padded_flops",  "varlen_tokens"};
+enum { VARLEN_FIELD_COUNT = sizeof VARLEN_FIELDS / sizeof VARLEN_FIELDS[0], FIRST_VARLEN_COLUMN = 17 };
 enum { FIELD_COUNT = sizeof FIELDS / sizeof FIELDS[0] };
 
 static void work_path(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", g_workdir, name); }
@@ -75,6 +81,16 @@ static void check_schema(const json_record *r) {
         const json_type type = field(r, measured[i])->type;
         ck_assert_msg(type == JSON_NUMBER || type == JSON_NULL, "%s is neither number nor null", measured[i]);
     }
+    for (int i = 0; i < VARLEN_FIELD_COUNT; ++i) {
+        const json_type type = field(r, VARLEN_FIELDS[i])->type;
+        ck_assert_msg(type == JSON_NUMBER || type == JSON_NULL, "%s is neither number nor null", VARLEN_FIELDS[i]);
+    }
+}
+
+/* A record of a run without --varlen: no varlen numbers. */
+static void check_no_varlen(const json_record *r) {
+    for (int i = 0; i < VARLEN_FIELD_COUNT; ++i)
+        ck_assert_msg(is_null(r, VARLEN_FIELDS[i]), "%s should be null without --varlen", VARLEN_FIELDS[i]);
 }
 
 static const json_record *find(const json_record *records, int count, int seqlen, const char *impl,
@@ -149,7 +165,8 @@ static void check_csv_matches(const char *name, const json_record *records, int 
     work_path(path, sizeof path, name);
     char *csv = read_text_file(path);
     const char *header = "impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,"
-                         "extra_device_bytes,predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device\n";
+                         "extra_device_bytes,predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device,"
+                         "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens\n";
     ck_assert_msg(strncmp(csv, header, strlen(header)) == 0, "CSV header: %.200s", csv);
     const char *line = csv + strlen(header);
     int rows = 0;
@@ -165,6 +182,11 @@ static void check_csv_matches(const char *name, const json_record *records, int 
         ck_assert_str_eq(fields[16], text(r, "device"));
         /* Empty in CSV exactly where JSON has null. */
         for (int k = 8; k <= 12; ++k) ck_assert_int_eq(fields[k][0] == '\0', is_null(r, FIELDS[k]));
+        for (int k = FIRST_VARLEN_COLUMN; k < FIELD_COUNT; ++k) {
+            ck_assert_str_eq(FIELDS[k], VARLEN_FIELDS[k - FIRST_VARLEN_COLUMN]);
+            ck_assert_int_eq(fields[k][0] == '\0', is_null(r, FIELDS[k]));
+            if (fields[k][0]) ck_assert(fabs(atof(fields[k]) - number(r, FIELDS[k])) <= 1e-5 * fabs(number(r, FIELDS[k])));
+        }
         const char *next = strchr(line, '\n');
         line = next ? next + 1 : line + strlen(line);
     }
@@ -188,6 +210,7 @@ START_TEST(tiny_sweep_reports_every_field) {
     ck_assert_int_eq(count, 8);
     for (int i = 0; i < count; ++i) {
         check_schema(&records[i]);
+        check_no_varlen(&records[i]);
         ck_assert_str_eq(text(&records[i], "device"), text(&records[0], "device"));
         ck_assert_int_eq((int)number(&records[i], "batch"), 1);
         ck_assert_int_eq((int)number(&records[i], "heads"), 2);
@@ -364,11 +387,148 @@ START_TEST(block_density_and_dropout_recorded) {
 }
 END_TEST
 
+/* The FLOPs of the padded row by the protocol's formula. */
+static double padded_flops_formula(const json_record *r) {
+    const double n = number(r, "seqlen");
+    double flops = 4.0 * number(r, "batch") * number(r, "heads") * n * n * number(r, "head_dim");
+    if (field(r, "causal")->number) flops *= 0.5;
+    if (strcmp(text(r, "direction"), "fwd+bwd") == 0) flops *= 3.5;
+    return flops;
+}
+
+static int close_to(double a, double b) { return fabs(a - b) <= 1e-5 * fabs(b); }
+
+/* A flash row of a --varlen run: both times, their ratio, the FLOPs and tokens consistent. */
+static void check_varlen_row(const json_record *r) {
+    check_measured(r); /* the padded call, timed and counted as before */
+    const double ms = number(r, "median_ms"), varlen_ms = number(r, "varlen_ms");
+    ck_assert(varlen_ms > 0);
+    ck_assert_msg(close_to(number(r, "varlen_speedup"), ms / varlen_ms), "varlen_speedup %g, times give %g",
+                  number(r, "varlen_speedup"), ms / varlen_ms);
+    const double padded = number(r, "padded_flops"), needed = number(r, "varlen_flops");
+    ck_assert_msg(close_to(padded, padded_flops_formula(r)), "padded_flops %g, formula %g", padded,
+                  padded_flops_formula(r));
+    ck_assert_msg(needed > 0 && needed <= padded, "varlen_flops %g, padded_flops %g", needed, padded);
+    ck_assert(close_to(number(r, "varlen_tflops"), needed / (varlen_ms * 1e-3) / 1e12));
+    const double tokens = number(r, "varlen_tokens");
+    ck_assert(tokens >= number(r, "batch") && tokens <= number(r, "batch") * number(r, "seqlen"));
+}
+
+/* Random lengths in [N/4, N]: every field present and consistent, the
+ * forward and forward+backward rows of a size on the same batch, and the
+ * lengths depending on the seed and N only. */
+START_TEST(varlen_versus_padded_recorded) {
+    char json[1024], csv[1024], json2[1024];
+    work_path(json, sizeof json, "varlen.json");
+    work_path(csv, sizeof csv, "varlen.csv");
+    work_path(json2, sizeof json2, "varlen2.json");
+    char *args[] = {"--seqlens", "64,100", "--batch", "3", "--heads", "2", "--head-dim", "16", "--repeat", "2",
+                    "--warmup", "1", "--impl", "flash", "--varlen", "0.25,1", "--varlen-seed", "7", "--backward",
+                    "--json", json, "--csv", csv, NULL};
+    int rc = run_bench("varlen", args, NULL);
+    char *err = captured("varlen", "err");
+    ck_assert_msg(rc == 0, "exit %d, stderr:\n%s", rc, err);
+    free(err);
+    json_record *records = NULL;
+    const int count = read_records("varlen.json", &records);
+    ck_assert_int_eq(count, 4);
+    for (int i = 0; i < count; ++i) {
+        check_schema(&records[i]);
+        check_varlen_row(&records[i]);
+        const double n = number(&records[i], "seqlen");
+        ck_assert(number(&records[i], "varlen_tokens") >= 3 * ceil(0.25 * n));
+    }
+    for (int n = 64; n <= 100; n += 36) {
+        const json_record *fwd = find(records, count, n, "flash", "fwd"), *fb = find(records, count, n, "flash", "fwd+bwd");
+        ck_assert(number(fwd, "varlen_tokens") == number(fb, "varlen_tokens"));
+        ck_assert(close_to(number(fb, "varlen_flops"), 3.5 * number(fwd, "varlen_flops")));
+    }
+    check_csv_matches("varlen.csv", records, count);
+    char *out = captured("varlen", "out");
+    ck_assert_msg(strstr(out, "varlen vs padded, forward, flash") && strstr(out, "varlen vs padded, forward+backward"),
+                  "table:\n%s", out);
+    free(out);
+
+    /* The same seed with other options: the same lengths. */
+    char *again[] = {"--seqlens", "100", "--batch", "3", "--heads", "1", "--head-dim", "32", "--repeat", "1",
+                     "--warmup", "0", "--impl", "flash", "--varlen", "0.25,1", "--varlen-seed", "7", "--json", json2,
+                     NULL};
+    rc = run_bench("varlen2", again, NULL);
+    ck_assert_int_eq(rc, 0);
+    json_record *second = NULL;
+    ck_assert_int_eq(read_records("varlen2.json", &second), 1);
+    ck_assert(number(&second[0], "varlen_tokens") == number(find(records, count, 100, "flash", "fwd"), "varlen_tokens"));
+    free(second);
+    free(records);
+}
+END_TEST
+
+/* Fixed lengths give exact FLOP counts: all at N (the packed batch needs
+ * what the padded one does) and all at N/2 (a quarter), with causal, a
+ * block mask and dropout on both calls (varlen combined with each). */
+START_TEST(varlen_fixed_lengths_exact) {
+    const struct {
+        const char *range, *name;
+        double tokens_per_sequence, flops_fraction;
+    } cases[] = {{"1,1", "varlen_full", 64, 1.0}, {"0.5,0.5", "varlen_half", 32, 0.25}};
+    for (int c = 0; c < 2; ++c) {
+        char json[1024], file[64];
+        snprintf(file, sizeof file, "%s.json", cases[c].name);
+        work_path(json, sizeof json, file);
+        char *args[] = {"--seqlens", "64", "--batch", "3", "--heads", "2", "--head-dim", "16", "--repeat", "1",
+                        "--warmup", "0", "--impl", "flash", "--causal", "--block-density", "0.5", "--block-size",
+                        "16", "--dropout", "0.1", "--varlen", (char *)cases[c].range, "--backward", "--json", json,
+                        NULL};
+        const int rc = run_bench(cases[c].name, args, NULL);
+        char *err = captured(cases[c].name, "err");
+        ck_assert_msg(rc == 0, "%s: exit %d, stderr:\n%s", cases[c].range, rc, err);
+        free(err);
+        json_record *records = NULL;
+        const int count = read_records(file, &records);
+        ck_assert_int_eq(count, 2);
+        for (int i = 0; i < count; ++i) {
+            check_schema(&records[i]);
+            check_varlen_row(&records[i]);
+            ck_assert(number(&records[i], "varlen_tokens") == 3 * cases[c].tokens_per_sequence);
+            ck_assert_msg(close_to(number(&records[i], "varlen_flops"),
+                                   cases[c].flops_fraction * number(&records[i], "padded_flops")),
+                          "%s: varlen_flops %g, padded_flops %g", cases[c].range, number(&records[i], "varlen_flops"),
+                          number(&records[i], "padded_flops"));
+        }
+        free(records);
+    }
+}
+END_TEST
+
+/* Bad --varlen values: exit 2 with a message naming the option. */
+START_TEST(varlen_bad_values_exit_2) {
+    char *cases[][6] = {{"--varlen", "0,1", NULL},
+                        {"--varlen", "0.5", NULL},
+                        {"--varlen", "0.8,0.5", NULL},
+                        {"--varlen", "0.5,1.5", NULL},
+                        {"--varlen", "a,b", NULL},
+                        {"--varlen", "0.5,1,", NULL},
+                        {"--varlen", "0.5,1", "--varlen-seed", "x", NULL},
+                        {"--varlen", "0.5,1", "--varlen-seed", "-1", NULL},
+                        {"--varlen-seed", "3", NULL},
+                        {"--varlen", "0.5,1", "--impl", "standard", NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        const int rc = run_bench("varlen_bad", cases[i], NULL);
+        char *err = captured("varlen_bad", "err");
+        ck_assert_msg(rc == 2, "%s %s: exit status %d", cases[i][0], cases[i][1], rc);
+        ck_assert_msg(strstr(err, "flashcl bench: ") && strstr(err, "--varlen"), "%s %s: stderr:\n%s", cases[i][0],
+                      cases[i][1], err);
+        free(err);
+    }
+}
+END_TEST
+
 START_TEST(help_exits_0) {
     char *args[] = {"--help", NULL};
     ck_assert_int_eq(run_bench("help", args, NULL), 0);
     char *out = captured("help", "out");
-    ck_assert(strstr(out, "usage: flashcl bench") && strstr(out, "--memory-budget") && strstr(out, "--plot"));
+    ck_assert(strstr(out, "usage: flashcl bench") && strstr(out, "--memory-budget") && strstr(out, "--plot") &&
+              strstr(out, "--varlen LO,HI") && strstr(out, "--varlen-seed"));
     free(out);
 }
 END_TEST
@@ -465,6 +625,9 @@ static Suite *bench_suite(void) {
     tcase_add_test(tc, bad_options_exit_2);
     tcase_add_test(tc, help_exits_0);
     tcase_add_test(tc, block_density_and_dropout_recorded);
+    tcase_add_test(tc, varlen_versus_padded_recorded);
+    tcase_add_test(tc, varlen_fixed_lengths_exact);
+    tcase_add_test(tc, varlen_bad_values_exit_2);
     tcase_add_test(tc, impossible_plan_fails);
     tcase_add_test(tc, plot_is_drawn);
     tcase_add_test(tc, plot_without_gnuplot_fails_after_json);

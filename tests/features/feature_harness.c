@@ -35,7 +35,7 @@ void fh_inputs_free(fh_inputs *in) {
     memset(in, 0, sizeof *in);
 }
 
-static cl_mem buffer_of(cl_context context, size_t bytes, const void *host) {
+cl_mem fh_buffer(cl_context context, size_t bytes, const void *host) {
     cl_int err;
     void *poison = NULL;
     if (!host) { /* outputs start as NaN so an unwritten element cannot pass */
@@ -50,7 +50,7 @@ static cl_mem buffer_of(cl_context context, size_t bytes, const void *host) {
     return m;
 }
 
-static float *read_floats(cl_command_queue queue, cl_mem m, size_t n) {
+float *fh_read_floats(cl_command_queue queue, cl_mem m, size_t n) {
     float *x = malloc(n * sizeof(float));
     ck_assert(x);
     ck_assert_int_eq(clEnqueueReadBuffer(queue, m, CL_TRUE, 0, n * sizeof(float), x, 0, NULL, NULL), CL_SUCCESS);
@@ -64,15 +64,15 @@ void fh_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int bac
     enum { Q, K, V, O, L, DO, DQ, DK, DV, MASK, N };
     cl_mem m[N] = {NULL};
     const size_t fq = in->q_count * sizeof(float), fkv = in->kv_count * sizeof(float);
-    m[Q] = buffer_of(context, fq, in->q);
-    m[K] = buffer_of(context, fkv, in->k);
-    m[V] = buffer_of(context, fkv, in->v);
-    m[O] = buffer_of(context, fq, NULL);
-    m[L] = buffer_of(context, in->lse_count * sizeof(float), NULL);
+    m[Q] = fh_buffer(context, fq, in->q);
+    m[K] = fh_buffer(context, fkv, in->k);
+    m[V] = fh_buffer(context, fkv, in->v);
+    m[O] = fh_buffer(context, fq, NULL);
+    m[L] = fh_buffer(context, in->lse_count * sizeof(float), NULL);
     flashcl_attention_extras extras;
     flashcl_attention_extras_init(&extras);
     if (c->block_mask) {
-        m[MASK] = buffer_of(context, c->mask_bytes, c->block_mask);
+        m[MASK] = fh_buffer(context, c->mask_bytes, c->block_mask);
         extras.block_mask = m[MASK];
         extras.block_size = c->block_size;
         extras.block_mask_per_head = c->per_head;
@@ -87,22 +87,22 @@ void fh_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int bac
     ck_assert_msg(s == FLASHCL_SUCCESS, "%s forward: %s", c->name, flashcl_last_error(ctx));
     memset(out, 0, sizeof *out);
     if (backward) {
-        m[DO] = buffer_of(context, fq, in->dout);
-        m[DQ] = buffer_of(context, fq, NULL);
-        m[DK] = buffer_of(context, fkv, NULL);
-        m[DV] = buffer_of(context, fkv, NULL);
+        m[DO] = fh_buffer(context, fq, in->dout);
+        m[DQ] = fh_buffer(context, fq, NULL);
+        m[DK] = fh_buffer(context, fkv, NULL);
+        m[DV] = fh_buffer(context, fkv, NULL);
         const flashcl_tensor tdo = flashcl_tensor_contiguous(m[DO], FLASHCL_LAYOUT_BHSD, hq, sq, hd),
                              tdq = flashcl_tensor_contiguous(m[DQ], FLASHCL_LAYOUT_BHSD, hq, sq, hd),
                              tdk = flashcl_tensor_contiguous(m[DK], FLASHCL_LAYOUT_BHSD, hkv, sk, hd),
                              tdv = flashcl_tensor_contiguous(m[DV], FLASHCL_LAYOUT_BHSD, hkv, sk, hd);
         s = flashcl_backward_ex(ctx, d, &extras, &tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv, 0, NULL, NULL);
         ck_assert_msg(s == FLASHCL_SUCCESS, "%s backward: %s", c->name, flashcl_last_error(ctx));
-        out->dq = read_floats(queue, m[DQ], in->q_count);
-        out->dk = read_floats(queue, m[DK], in->kv_count);
-        out->dv = read_floats(queue, m[DV], in->kv_count);
+        out->dq = fh_read_floats(queue, m[DQ], in->q_count);
+        out->dk = fh_read_floats(queue, m[DK], in->kv_count);
+        out->dv = fh_read_floats(queue, m[DV], in->kv_count);
     }
-    out->o = read_floats(queue, m[O], in->q_count);
-    out->lse = read_floats(queue, m[L], in->lse_count);
+    out->o = fh_read_floats(queue, m[O], in->q_count);
+    out->lse = fh_read_floats(queue, m[L], in->lse_count);
     for (int i = 0; i < N; ++i)
         if (m[i]) clReleaseMemObject(m[i]);
 }

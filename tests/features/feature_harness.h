@@ -31,6 +31,12 @@ typedef struct fh_inputs {
 } fh_inputs;
 
 flashcl_context *fh_context(void);
+
+/* A read-write buffer of `bytes` holding a copy of host, or NaN bytes
+ * (0xff) when host is NULL so an unwritten output cannot pass. */
+cl_mem fh_buffer(cl_context context, size_t bytes, const void *host);
+/* n floats of m, read back (blocking); malloc'ed. */
+float *fh_read_floats(cl_command_queue queue, cl_mem m, size_t n);
 void fh_inputs_make(const fh_case *c, uint64_t seed, fh_inputs *in);
 void fh_inputs_free(fh_inputs *in);
 

@@ -237,12 +237,7 @@ START_TEST(test_varlen_bad_inputs_rejected) {
     ck_assert_msg(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL) == FLASHCL_SUCCESS, "%s",
                   flashcl_last_error(ctx));
     ck_assert_int_eq(clFinish(flashcl_context_queue(ctx)), CL_SUCCESS);
-    /* ...refused with a block mask, and by the standard implementation. */
-    ex.block_mask = cu_good;
-    ex.block_size = 4;
-    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL), FLASHCL_ERROR_UNSUPPORTED);
-    ex.block_mask = NULL;
-    ex.block_size = 0;
+    /* ...refused by the standard implementation (a block mask with it: test_varlen_block_mask.c). */
     ck_assert_int_eq(flashcl_context_set_impl(ctx, FLASHCL_IMPL_STANDARD), FLASHCL_SUCCESS);
     ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, NULL, 0, NULL, NULL), FLASHCL_ERROR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "variable-length"));

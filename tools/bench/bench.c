@@ -10,6 +10,7 @@
 #include "bench_record.h"
 #include "bench_report.h"
 #include "bench_run.h"
+#include "bench_varlen.h"
 
 /* Allowed max|flash - standard| relative to max(1, max|standard|). Both
  * compute in float from the same rounded inputs, so f32 outputs differ by
@@ -75,15 +76,48 @@ static void record_skipped_size(sweep_state *s, const flashcl_attention_desc *de
             r.head_dim = desc->head_dim;
             r.causal = desc->causal;
             r.dtype = desc->dtype;
-            r.median_ms = r.tflops = r.extra_device_bytes = r.predicted_hbm_bytes = r.max_abs_err = NAN;
+            bench_record_clear_measurements(&r);
             r.out_of_memory = status == FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY;
             snprintf(r.status, sizeof r.status, "%s", flashcl_status_string(status));
             push(s, &r);
         }
 }
 
+/* The packed run of one size (--varlen): the batch, its desc, the padded
+ * buffers viewed packed, and its extras (the offsets, and with
+ * --block-density a banded mask over the longest length, the mask being in
+ * each sequence's own coordinates). */
+typedef struct varlen_run {
+    bench_varlen_batch batch;
+    flashcl_attention_desc desc;
+    bench_buffers views;
+    flashcl_attention_extras extras;
+    cl_mem mask;
+} varlen_run;
+
+/* Times the packed call and fills the varlen fields of the padded flash row. */
+static void measure_varlen(sweep_state *s, const varlen_run *v, bench_direction direction, bench_record *flash_row) {
+    const bench_options *o = s->options;
+    bench_progress_begin("N=%d B=%d H=%d d=%d flash varlen (%d of %d tokens) %s", flash_row->seqlen, v->desc.batch,
+                         v->desc.heads_q, v->desc.head_dim, v->batch.total, v->desc.batch * flash_row->seqlen,
+                         bench_direction_name(direction));
+    const bench_timing_request request = {s->ctx,   &v->desc,  &v->views, FLASHCL_IMPL_FLASH,
+                                          direction, o->warmup, o->repeat, &v->extras};
+    bench_record timed;
+    if (bench_time(&request, &timed) != FLASHCL_SUCCESS) {
+        /* bench_time's own message names the packed call's longest length as N. */
+        fprintf(stderr, "flashcl bench: N=%d: the packed (varlen) call failed, longest sequence %d\n",
+                flash_row->seqlen, v->batch.longest);
+        s->failed = 1;
+        /* timed.status holds a status string, far shorter than the field. */
+        if (flash_row->ok) snprintf(flash_row->status, sizeof flash_row->status, "varlen: %.100s", timed.status);
+    }
+    bench_varlen_fill(flash_row, &timed, &v->batch);
+}
+
 static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc, const bench_buffers *buffers,
-                              const flashcl_attention_extras *extras, bench_direction direction) {
+                              const flashcl_attention_extras *extras, const varlen_run *varlen,
+                              bench_direction direction) {
     const bench_options *o = s->options;
     const int compare = o->check && o->impl_count == 2;
     bench_record records[2];
@@ -103,6 +137,7 @@ static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc
         if (!r->ok && !(impl == FLASHCL_IMPL_STANDARD && r->out_of_memory)) s->failed = 1;
         r->block_density = extras ? o->block_density : 1.0;
     }
+    if (varlen) measure_varlen(s, varlen, direction, &records[FLASHCL_IMPL_FLASH]);
     bench_progress_done();
     if (outputs[FLASHCL_IMPL_FLASH] && outputs[FLASHCL_IMPL_STANDARD])
         compare_outputs(outputs[FLASHCL_IMPL_FLASH], outputs[FLASHCL_IMPL_STANDARD], counts[FLASHCL_IMPL_FLASH],
@@ -134,6 +169,41 @@ static cl_mem banded_block_mask(flashcl_context *ctx, const bench_options *o, in
     extras->block_mask = mask;
     extras->block_size = o->block_size;
     return mask;
+}
+
+/* Prepares the packed run of the padded problem; 0 (with the reason on
+ * stderr and the sweep marked failed) if it cannot be made. */
+static int varlen_setup(sweep_state *s, const flashcl_attention_desc *padded, const bench_buffers *buffers,
+                        varlen_run *v) {
+    const bench_options *o = s->options;
+    memset(v, 0, sizeof *v);
+    char message[256];
+    const flashcl_status status = bench_varlen_create(s->ctx, o, padded, &v->batch, message, sizeof message);
+    if (status != FLASHCL_SUCCESS) {
+        fprintf(stderr, "flashcl bench: N=%d varlen skipped: %s: %s\n", padded->seqlen_q,
+                flashcl_status_string(status), message);
+        s->failed = 1;
+        return 0;
+    }
+    v->desc = bench_varlen_desc(padded, &v->batch);
+    bench_varlen_views(buffers, &v->batch, padded->heads_q, padded->head_dim, &v->views);
+    if (o->block_density < 1.0) {
+        if (!(v->mask = banded_block_mask(s->ctx, o, v->batch.longest, &v->extras))) {
+            fprintf(stderr, "flashcl bench: N=%d varlen skipped: cannot create its block mask\n", padded->seqlen_q);
+            bench_varlen_release(&v->batch);
+            s->failed = 1;
+            return 0;
+        }
+    } else {
+        flashcl_attention_extras_init(&v->extras);
+    }
+    v->extras.cu_seqlens_q = v->extras.cu_seqlens_k = v->batch.cu_seqlens;
+    return 1;
+}
+
+static void varlen_release(varlen_run *v) {
+    if (v->mask) clReleaseMemObject(v->mask);
+    bench_varlen_release(&v->batch);
 }
 
 static void measure_size(sweep_state *s, int seqlen) {
@@ -168,8 +238,12 @@ static void measure_size(sweep_state *s, int seqlen) {
         bench_buffers_release(&buffers);
         return;
     }
-    measure_direction(s, &desc, &buffers, mask ? &extras : NULL, BENCH_DIR_FORWARD);
-    if (o->backward) measure_direction(s, &desc, &buffers, mask ? &extras : NULL, BENCH_DIR_FORWARD_BACKWARD);
+    varlen_run varlen;
+    const int with_varlen = o->varlen && varlen_setup(s, &desc, &buffers, &varlen);
+    const varlen_run *packed = with_varlen ? &varlen : NULL;
+    measure_direction(s, &desc, &buffers, mask ? &extras : NULL, packed, BENCH_DIR_FORWARD);
+    if (o->backward) measure_direction(s, &desc, &buffers, mask ? &extras : NULL, packed, BENCH_DIR_FORWARD_BACKWARD);
+    if (with_varlen) varlen_release(&varlen);
     if (mask) clReleaseMemObject(mask);
     bench_buffers_release(&buffers);
 }

@@ -9,7 +9,7 @@
 
 /* splitmix64: tiny, seedable, good enough to make inputs that are not zeros
  * and differ from size to size. */
-static uint64_t next_random(uint64_t *state) {
+uint64_t bench_random_next(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -17,7 +17,7 @@ static uint64_t next_random(uint64_t *state) {
 }
 
 static float uniform_pm1(uint64_t *state) {
-    return (float)((double)(next_random(state) >> 40) * (2.0 / 16777216.0) - 1.0);
+    return (float)((double)(bench_random_next(state) >> 40) * (2.0 / 16777216.0) - 1.0);
 }
 
 static flashcl_status status_of_cl(cl_int err) {

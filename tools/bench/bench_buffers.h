@@ -35,6 +35,9 @@ flashcl_status bench_buffers_create(flashcl_context *ctx, const flashcl_attentio
 
 void bench_buffers_release(bench_buffers *buffers);
 
+/* The next number of the bench's seedable generator (splitmix64). */
+uint64_t bench_random_next(uint64_t *state);
+
 /* Reads `count` elements of dtype from buffer into floats (blocking). */
 flashcl_status bench_read_floats(flashcl_context *ctx, cl_mem buffer, size_t count, flashcl_dtype dtype, float *out,
                                  char *message, size_t message_size);

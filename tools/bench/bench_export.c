@@ -53,6 +53,20 @@ static int close_output(FILE *f, const char *path) {
     return 0;
 }
 
+/* The --varlen fields, after every older one (CSV columns keep their places). */
+enum { VARLEN_FIELDS = 6 };
+static const char *const VARLEN_NAMES[VARLEN_FIELDS] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
+                                                        "varlen_flops", "padded_flops",  "varlen_tokens"};
+
+static void varlen_values(const bench_record *r, double values[VARLEN_FIELDS]) {
+    values[0] = r->varlen_ms;
+    values[1] = r->varlen_tflops;
+    values[2] = r->varlen_speedup;
+    values[3] = r->varlen_flops;
+    values[4] = r->padded_flops;
+    values[5] = r->varlen_tokens;
+}
+
 int bench_write_json(const char *path, const bench_record_list *records) {
     FILE *f = open_output(path);
     if (!f) return -1;
@@ -78,6 +92,12 @@ int bench_write_json(const char *path, const bench_record_list *records) {
         write_json_string(f, r->status);
         fputs(", \"device\": ", f);
         write_json_string(f, records->device);
+        double varlen[VARLEN_FIELDS];
+        varlen_values(r, varlen);
+        for (int k = 0; k < VARLEN_FIELDS; ++k) {
+            fprintf(f, ", \"%s\": ", VARLEN_NAMES[k]);
+            write_number(f, varlen[k], "null");
+        }
         fprintf(f, "}%s\n", i + 1 < records->count ? "," : "");
     }
     fputs("]\n", f);
@@ -88,7 +108,9 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
     FILE *f = open_output(path);
     if (!f) return -1;
     fputs("impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,extra_device_bytes,"
-          "predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device\n", f);
+          "predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device", f);
+    for (int k = 0; k < VARLEN_FIELDS; ++k) fprintf(f, ",%s", VARLEN_NAMES[k]);
+    fputc('\n', f);
     for (size_t i = 0; i < records->count; ++i) {
         const bench_record *r = &records->items[i];
         fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
@@ -103,6 +125,12 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
         write_csv_string(f, r->status);
         fputc(',', f);
         write_csv_string(f, records->device);
+        double varlen[VARLEN_FIELDS];
+        varlen_values(r, varlen);
+        for (int k = 0; k < VARLEN_FIELDS; ++k) {
+            fputc(',', f);
+            write_number(f, varlen[k], "");
+        }
         fputc('\n', f);
     }
     return close_output(f, path);

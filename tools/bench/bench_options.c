@@ -36,6 +36,13 @@ void bench_print_usage(FILE *out) {
             "  --block-density F     block-sparse: each query block keeps round(F x blocks) key blocks,\n"
             "                        a band shifted by one per row (flash only; TFLOP/s counts dense FLOPs)\n"
             "  --block-size N        block-mask block size (default 128)\n"
+            "  --varlen LO,HI        variable-length versus padded (flash): for each N, the B sequences\n"
+            "                        get random lengths uniform in [LO x N, HI x N] (0 < LO <= HI <= 1)\n"
+            "                        and are timed packed end to end (cu_seqlens) beside the padded\n"
+            "                        batch, which is the plain flash row (all B sequences at N); a\n"
+            "                        table per direction and the varlen_* / padded_flops fields report\n"
+            "                        both times, their ratio and the FLOPs the real lengths need\n"
+            "  --varlen-seed S       seed of the random lengths (default 1); they depend on S and N only\n"
             "  --help                this text\n\n"
             "Times are wall-clock medians around clFinish, one clock for both implementations.\n"
             "The check compares the outputs (forward: O; forward+backward: dQ, dK, dV) of both\n"
@@ -96,6 +103,30 @@ static int parse_bytes(const char *text, size_t *out) {
     value <<= shift;
     if (value > (unsigned long long)SIZE_MAX) return -1;
     *out = (size_t)value;
+    return 0;
+}
+
+/* "LO,HI": two fractions of N with 0 < LO <= HI <= 1. */
+static int parse_varlen(const char *text, bench_options *o) {
+    char *end = NULL;
+    const double lo = strtod(text, &end);
+    if (end == text || *end != ',') return -1;
+    const char *second = end + 1;
+    const double hi = strtod(second, &end);
+    if (end == second || *end != '\0' || !(lo > 0.0 && lo <= hi && hi <= 1.0)) return -1;
+    o->varlen = 1;
+    o->varlen_lo = lo;
+    o->varlen_hi = hi;
+    return 0;
+}
+
+static int parse_seed(const char *text, unsigned long long *out) {
+    char *end = NULL;
+    errno = 0;
+    if (text[0] == '-' || text[0] == '+') return -1;
+    const unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0') return -1;
+    *out = value;
     return 0;
 }
 
@@ -178,6 +209,7 @@ static void set_defaults(bench_options *o) {
     o->check = 1;
     o->block_density = 1.0;
     o->block_size = 128;
+    o->varlen_seed = 1;
 }
 
 /* The value of an option given as "--name X" or "--name=X"; NULL if missing. */
@@ -221,7 +253,7 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         static const char *const valued[] = {"--seqlens", "--head-dim", "--batch", "--heads", "--dtype",
                                              "--impl", "--repeat", "--warmup", "--device", "--json",
                                              "--csv", "--plot", "--plan", "--memory-budget", "--dropout",
-                                             "--block-density", "--block-size"};
+                                             "--block-density", "--block-size", "--varlen", "--varlen-seed"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; ++k) known |= strcmp(name, valued[k]) == 0;
         if (!known) {
@@ -244,6 +276,14 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         else if (strcmp(name, "--plan") == 0) bad = parse_plan(value, &o->plan), o->plan_forced = 1;
         else if (strcmp(name, "--memory-budget") == 0) bad = parse_bytes(value, &o->memory_budget);
         else if (strcmp(name, "--block-size") == 0) bad = parse_int(value, 1, 1 << 20, &o->block_size);
+        else if (strcmp(name, "--varlen") == 0) {
+            if (parse_varlen(value, o)) {
+                fprintf(err, "flashcl bench: --varlen needs LO,HI, fractions of N with 0 < LO <= HI <= 1, "
+                             "not '%s'\n", value);
+                return BENCH_PARSE_ERROR;
+            }
+        }
+        else if (strcmp(name, "--varlen-seed") == 0) bad = parse_seed(value, &o->varlen_seed), o->varlen_seed_given = 1;
         else if (strcmp(name, "--dropout") == 0 || strcmp(name, "--block-density") == 0) {
             char *end = NULL;
             const double x = strtod(value, &end);
@@ -270,6 +310,14 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
     if ((o->dropout > 0.0 || o->block_density < 1.0) && o->run_impl[FLASHCL_IMPL_STANDARD]) {
         fprintf(err, "flashcl bench: --dropout and --block-density need --impl flash (the standard "
                      "implementation has neither)\n");
+        return BENCH_PARSE_ERROR;
+    }
+    if (o->varlen_seed_given && !o->varlen) {
+        fprintf(err, "flashcl bench: --varlen-seed needs --varlen LO,HI\n");
+        return BENCH_PARSE_ERROR;
+    }
+    if (o->varlen && !o->run_impl[FLASHCL_IMPL_FLASH]) {
+        fprintf(err, "flashcl bench: --varlen times the flash implementation: --impl must include flash\n");
         return BENCH_PARSE_ERROR;
     }
     return BENCH_PARSE_OK;

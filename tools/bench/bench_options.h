@@ -35,6 +35,13 @@ typedef struct bench_options {
     double dropout;       /* 0: none; flash only */
     double block_density; /* 1: dense; below 1 a block mask keeps this fraction of key blocks; flash only */
     int block_size;       /* of the block mask */
+    /* --varlen LO,HI: beside each flash row (the padded batch, B sequences
+     * of N), the same B sequences at random lengths in [LO x N, HI x N],
+     * packed, are timed too. */
+    int varlen;
+    double varlen_lo, varlen_hi;
+    unsigned long long varlen_seed;
+    int varlen_seed_given;
 } bench_options;
 
 typedef enum { BENCH_PARSE_OK, BENCH_PARSE_HELP, BENCH_PARSE_ERROR } bench_parse_result;

@@ -1,7 +1,13 @@
 /* bench_record.c: the list of measurements the reports are written from. */
 #include "bench_record.h"
 
+#include <math.h>
 #include <stdlib.h>
+
+void bench_record_clear_measurements(bench_record *r) {
+    r->median_ms = r->tflops = r->extra_device_bytes = r->predicted_hbm_bytes = r->max_abs_err = NAN;
+    r->varlen_ms = r->varlen_tflops = r->varlen_speedup = r->varlen_flops = r->padded_flops = r->varlen_tokens = NAN;
+}
 
 bench_record *bench_records_push(bench_record_list *list, const bench_record *record) {
     if (list->count == list->capacity) {

@@ -22,6 +22,15 @@ typedef struct bench_record {
     double max_abs_err;
     double dropout;       /* dropout probability of the run (0: none) */
     double block_density; /* fraction of key blocks computed (1: dense) */
+    /* --varlen, flash rows: this row's call is the padded batch (every
+     * sequence at N); the same B sequences at random lengths, packed, were
+     * timed beside it. NaN otherwise. */
+    double varlen_ms;      /* median time of the packed call */
+    double varlen_tflops;  /* varlen_flops / varlen_ms */
+    double varlen_speedup; /* median_ms / varlen_ms: padded time over packed time */
+    double varlen_flops;   /* FLOPs the sequences need: the FLOP formula summed over their lengths */
+    double padded_flops;   /* FLOPs of the padded call (B sequences of N) */
+    double varlen_tokens;  /* sum of the lengths (the padded batch holds B x N) */
     int ok;            /* the measurement ran */
     int out_of_memory; /* it failed for lack of device memory */
     int check_failed;  /* max_abs_err exceeded the tolerance */
@@ -33,6 +42,9 @@ typedef struct bench_record_list {
     size_t count, capacity;
     char device[256];
 } bench_record_list;
+
+/* Every measured number of r NaN (nothing measured yet); identity fields untouched. */
+void bench_record_clear_measurements(bench_record *r);
 
 /* Appends a copy; returns the stored record, or NULL if out of memory. */
 bench_record *bench_records_push(bench_record_list *list, const bench_record *record);

@@ -85,13 +85,13 @@ static flashcl_status one_call(const bench_timing_request *r, int set, flashcl_c
     return FLASHCL_SUCCESS;
 }
 
-static double forward_flops(const flashcl_attention_desc *d) {
-    const double flops = 4.0 * d->batch * d->heads_q * (double)d->seqlen_q * d->seqlen_k * d->head_dim;
-    return d->causal ? 0.5 * flops : flops;
+double bench_flops(const flashcl_attention_desc *d, bench_direction direction) {
+    double flops = 4.0 * d->batch * d->heads_q * (double)d->seqlen_q * d->seqlen_k * d->head_dim;
+    if (d->causal) flops *= 0.5;
+    return direction == BENCH_DIR_FORWARD_BACKWARD ? 3.5 * flops : flops;
 }
 
 static void fill_identity(const bench_timing_request *r, bench_record *record) {
-    const double not_measured = NAN;
     memset(record, 0, sizeof *record);
     record->impl = r->impl;
     record->direction = r->direction;
@@ -103,8 +103,7 @@ static void fill_identity(const bench_timing_request *r, bench_record *record) {
     record->dtype = r->desc->dtype;
     record->dropout = r->desc->dropout_p;
     record->block_density = 1.0;
-    record->median_ms = record->tflops = record->extra_device_bytes = not_measured;
-    record->predicted_hbm_bytes = record->max_abs_err = not_measured;
+    bench_record_clear_measurements(record);
 }
 
 static void record_failure(bench_record *record, flashcl_status status, const char *detail) {
@@ -154,8 +153,7 @@ flashcl_status bench_time(const bench_timing_request *r, bench_record *record) {
     snprintf(record->status, sizeof record->status, "ok");
     record->median_ms = median(times, r->repeat);
     free(times);
-    const double multiplier = r->direction == BENCH_DIR_FORWARD_BACKWARD ? 3.5 : 1.0;
-    record->tflops = multiplier * forward_flops(r->desc) / (record->median_ms * 1e-3) / 1e12;
+    record->tflops = bench_flops(r->desc, r->direction) / (record->median_ms * 1e-3) / 1e12;
     /* The forward's scratch is gone when the backward allocates its own:
      * the peak is the larger of the two; traffic adds up. */
     size_t extra = fwd_stats.extra_device_bytes;

@@ -15,6 +15,10 @@ typedef struct bench_timing_request {
     const flashcl_attention_extras *extras; /* block mask; NULL: none */
 } bench_timing_request;
 
+/* The protocol's FLOP count of desc: 4 B H Sq Sk d, halved when causal,
+ * times 3.5 for forward+backward. */
+double bench_flops(const flashcl_attention_desc *desc, bench_direction direction);
+
 /* Runs warmup + repeat calls (rotating input sets), each timed by a wall
  * clock from the first enqueue to clFinish, and fills the record's time,
  * memory and IO-model fields from the median and flashcl_last_call_stats.

@@ -47,6 +47,31 @@ static void print_row(FILE *out, const bench_record *r, const bench_record_list 
             r->check_failed ? " (check FAILED)" : "");
 }
 
+/* --varlen: a row per flash measurement of the direction, the packed batch beside the padded one. */
+static void print_varlen_table(FILE *out, const bench_options *o, const bench_record_list *records,
+                               bench_direction direction) {
+    fprintf(out, "\nvarlen vs padded, %s, flash: the B sequences at random lengths in [%g N, %g N] (seed %llu),\n"
+                 "packed end to end (varlen) or all padded to N (padded = the row above)\n",
+            direction == BENCH_DIR_FORWARD ? "forward" : "forward+backward", o->varlen_lo, o->varlen_hi,
+            o->varlen_seed);
+    fprintf(out, "%6s %5s %9s %9s %10s %10s %8s %13s %13s %8s\n", "N", "B", "tokens", "B x N", "padded ms",
+            "varlen ms", "speedup", "GFLOP needed", "GFLOP padded", "TFLOP/s");
+    for (size_t i = 0; i < records->count; ++i) {
+        const bench_record *r = &records->items[i];
+        if (r->direction != direction || r->impl != FLASHCL_IMPL_FLASH) continue;
+        char tokens[32], padded_ms[32], varlen_ms[32], speedup[32], needed[32], padded[32], tflops[32];
+        format_number(r->varlen_tokens, "%.0f", tokens, sizeof tokens);
+        format_number(r->ok ? r->median_ms : NAN, "%.3f", padded_ms, sizeof padded_ms);
+        format_number(r->varlen_ms, "%.3f", varlen_ms, sizeof varlen_ms);
+        format_number(r->varlen_speedup, "%.2fx", speedup, sizeof speedup);
+        format_number(r->varlen_flops * 1e-9, "%.3f", needed, sizeof needed);
+        format_number(r->padded_flops * 1e-9, "%.3f", padded, sizeof padded);
+        format_number(r->varlen_tflops, "%.3f", tflops, sizeof tflops);
+        fprintf(out, "%6d %5d %9s %9lld %10s %10s %8s %13s %13s %8s\n", r->seqlen, r->batch, tokens,
+                (long long)r->batch * r->seqlen, padded_ms, varlen_ms, speedup, needed, padded, tflops);
+    }
+}
+
 void bench_print_table(FILE *out, const bench_options *o, const bench_record_list *records) {
     for (int direction = BENCH_DIR_FORWARD; direction <= BENCH_DIR_FORWARD_BACKWARD; ++direction) {
         int rows = 0;
@@ -63,8 +88,13 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
                 "speedup", "extra mem", "pred. bytes", "GB/s", "max|diff|", "status");
         for (size_t i = 0; i < records->count; ++i)
             if (records->items[i].direction == (bench_direction)direction) print_row(out, &records->items[i], records);
+        if (o->varlen) print_varlen_table(out, o, records, (bench_direction)direction);
     }
     fprintf(out, "\nspeedup = standard time / flash time; extra mem = device memory beyond the inputs and outputs;\n"
                  "pred. bytes = global-memory traffic of the IO model, GB/s = pred. bytes / time;\n"
                  "max|diff| = max abs difference between flash and standard outputs on the same inputs.\n");
+    if (o->varlen)
+        fprintf(out, "varlen: speedup = padded ms / varlen ms; GFLOP needed = the FLOP formula summed over the\n"
+                     "real lengths, TFLOP/s = GFLOP needed / varlen ms; the packed call's time includes its\n"
+                     "blocking read-back of the offsets; packed results are not compared (tests cover them).\n");
 }
