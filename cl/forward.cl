@@ -55,7 +55,13 @@
 #define P_STRIDE (ROUND4(BLOCK_K) + 4)
 #define R_STRIDE (ROUND4(THREADS_K) + 4)
 #define DIM_QUADS (DIM_PADDED / 4)   // full float4 steps over the head dim
-#define KEY_QUADS (BLOCK_K / 4)      // full float4 steps over a key block
+// The product with V runs over whole float4s of keys: a key block that is
+// not a multiple of 4 is padded with zero P columns and zero V rows (set once;
+// nothing writes them later), so there is no scalar remainder loop. Mesa
+// rusticl 22.3 miscompiled that loop when one work-item spans the keys
+// (threads_k 1): O came back 0.
+#define KEY_ALLOC ROUND4(BLOCK_K)
+#define KEY_QUADS (KEY_ALLOC / 4)
 #define PART_QUADS (THREADS_K / 4)
 // Output dims of a work-item: four adjacent dims per float4 group, groups
 // THREADS_K*4 apart, so a float4 read of V by consecutive work-items is
@@ -131,7 +137,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     // Declared as float4 so float4 reads are aligned; used through float views.
     __local float4 q_tile4[BLOCK_Q * Q_STRIDE / 4];
     __local float4 k_tile4[BLOCK_K * K_STRIDE / 4];
-    __local float4 v_tile4[(BLOCK_K * V_STRIDE + 3) / 4];
+    __local float4 v_tile4[(KEY_ALLOC * V_STRIDE + 3) / 4];
     __local float4 p_tile4[BLOCK_Q * P_STRIDE / 4];
     __local float4 parts4[BLOCK_Q * R_STRIDE / 4];
     __local float *q_tile = (__local float *)q_tile4;
@@ -189,6 +195,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #endif
 
     LOAD_TILE(q_tile, Q_STRIDE, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
+#if KEY_ALLOC != BLOCK_K
+    // The padding keys of the product with V (see KEY_ALLOC); the first key
+    // block's barrier orders these writes before any read.
+    for (int e = lid; e < (KEY_ALLOC - BLOCK_K) * V_STRIDE; e += WG_SIZE) v_tile[BLOCK_K * V_STRIDE + e] = 0.0f;
+    for (int e = lid; e < BLOCK_Q * (KEY_ALLOC - BLOCK_K); e += WG_SIZE) {
+        const int r = e / (KEY_ALLOC - BLOCK_K);
+        p_tile[r * P_STRIDE + BLOCK_K + (e - r * (KEY_ALLOC - BLOCK_K))] = 0.0f;
+    }
+#endif
 
     float acc[ROWS_PER_ITEM][DIMS_PER_ITEM];
     // row_sum holds the sum of this work-item's own P entries of each row;
@@ -352,12 +367,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                     acc[i][j] += pc.z * vc[j].z;
                     acc[i][j] += pc.w * vc[j].w;
                 }
-            }
-        }
-        for (int c = KEY_QUADS * 4; c < BLOCK_K; ++c) { // key blocks that are not a multiple of 4
-            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-                const float pc = p_tile[(tq + i * THREADS_Q) * P_STRIDE + c];
-                for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] += pc * v_tile[c * V_STRIDE + OUT_DIM(j)];
             }
         }
     }

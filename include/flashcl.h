@@ -406,7 +406,10 @@ FLASHCL_API flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, f
  * ctx's device, from the plan that call would use. Flash forward reads Q and
  * writes O, LSE once and reads K, V once per query block: Theta(N^2 d^2 / M)
  * for M bytes of local memory; standard also writes and reads the N x N
- * matrices: Theta(N d + N^2). */
+ * matrices: Theta(N d + N^2). Causal masks and desc's sliding window count
+ * only the tiles the kernels visit. A block mask is not counted (its contents
+ * live on the device) and a variable-length batch counts as padded to the
+ * desc's lengths: for such calls, last_call_stats' figure is an upper bound. */
 FLASHCL_API flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass,
                                                         const flashcl_attention_desc *desc, double *bytes);
 

@@ -1,4 +1,5 @@
 /* io_model.c: the IO model: bytes each implementation moves through global memory for one call, from its actual plan. */
+#include "call_features.h"
 #include "validate.h"
 
 /* Conventions for every formula below:
@@ -10,26 +11,72 @@
  *   kernels guard their loads at the sequence ends and at head_dim).
  *   LSE is counted as written whether or not the caller asked for it.
  *   The model counts what the kernels request from global memory; caches may
- *   serve part of it, so it is the traffic a cache-less device would see. */
+ *   serve part of it, so it is the traffic a cache-less device would see.
+ *   Causal masks and sliding windows are counted (the kernels skip the tiles
+ *   outside the band); a block mask is not (its contents are on the device),
+ *   so with one the figure is the dense mask's, an upper bound. */
 
-static double ceil_div(double a, double b) { return (double)(((long long)a + (long long)b - 1) / (long long)b); }
+/* The band of keys a block of query rows walks, as the kernels bound it. */
+typedef struct key_band {
+    int causal, window;
+    long long left, right; /* window widths (an unbounded side is wider than any sequence) */
+} key_band;
+
+static key_band band_of(const flashcl_attention_desc *desc) {
+    /* The kernels' own view of causal and window: features_resolve folds a
+     * causal mask into the window's right edge. Without extras it only reads
+     * desc and cannot fail. */
+    flashcl_features f;
+    flashcl_features_resolve(NULL, desc, NULL, &f);
+    return (key_band){f.causal, f.window, f.window_left, f.window_right};
+}
+
+static long long clamp_ll(long long x, long long lo, long long hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 /* Keys a causal (bottom-right) row block [row0, row0 + rows) may see:
  * j < row0 + rows + seqlen_k - seqlen_q, clamped to [0, seqlen_k]. */
 static double visible_key_end(int causal, long long row0, long long rows, long long seqlen_q, long long seqlen_k) {
     if (!causal) return (double)seqlen_k;
-    long long end = row0 + rows + seqlen_k - seqlen_q;
-    if (end < 0) end = 0;
-    if (end > seqlen_k) end = seqlen_k;
-    return (double)end;
+    return (double)clamp_ll(row0 + rows + seqlen_k - seqlen_q, 0, seqlen_k);
 }
 
-/* Rows a loop in steps of `block` reads when it runs from 0 to `end` and
- * loads whole blocks guarded by seqlen: min(ceil(end / block) * block, seqlen). */
-static double streamed_rows(double end, double block, double seqlen) {
-    if (end <= 0) return 0.0;
-    const double rows = ceil_div(end, block) * block;
-    return rows < seqlen ? rows : seqlen;
+/* Rows a loop reads when it runs from `begin` to `end` in steps of `block`
+ * and loads whole blocks guarded by seqlen. */
+static double streamed_rows(long long begin, long long end, long long block, long long seqlen) {
+    if (end <= begin) return 0.0;
+    const long long stop = begin + (end - begin + block - 1) / block * block;
+    return (double)((stop < seqlen ? stop : seqlen) - begin);
+}
+
+/* Keys [*begin, *end) the forward (and, transposed, the dQ kernel) streams
+ * for the query rows [row0, row0 + rows), in blocks of `block` keys; window
+ * bands start at a multiple of the block (cl/forward.cl, flashcl_backward_dq). */
+static void key_range(const key_band *band, long long row0, long long rows, long long block, long long seqlen_q,
+                      long long seqlen_k, long long *begin, long long *end) {
+    const long long diagonal = seqlen_k - seqlen_q;
+    *begin = 0;
+    *end = (long long)visible_key_end(band->causal, row0, rows, seqlen_q, seqlen_k);
+    if (band->window) {
+        const long long last = (row0 + rows < seqlen_q ? row0 + rows : seqlen_q) - 1;
+        *begin = clamp_ll(row0 + diagonal - band->left, 0, seqlen_k) / block * block;
+        const long long band_end = clamp_ll(last + diagonal + band->right + 1, 0, seqlen_k);
+        if (band_end < *end) *end = band_end;
+    }
+}
+
+/* Query rows [*begin, *end) the dK/dV kernel streams for the keys
+ * [key0, key0 + keys), in blocks of `block` rows (flashcl_backward_dkdv). */
+static void query_range(const key_band *band, long long key0, long long keys, long long block, long long seqlen_q,
+                        long long seqlen_k, long long *begin, long long *end) {
+    const long long diagonal = seqlen_k - seqlen_q;
+    *begin = band->causal ? clamp_ll(key0 - diagonal, 0, seqlen_q) : 0;
+    *end = seqlen_q;
+    if (band->window) {
+        const long long last = (key0 + keys < seqlen_k ? key0 + keys : seqlen_k) - 1;
+        const long long first = clamp_ll(key0 - diagonal - band->right, 0, seqlen_q);
+        *begin = (first > *begin ? first : *begin) / block * block;
+        *end = clamp_ll(last - diagonal + band->left + 1, 0, seqlen_q);
+    }
 }
 
 /* Score entries the standard softmax reads per head: the visible keys of
@@ -47,21 +94,24 @@ static double visible_entries(const flashcl_attention_desc *desc) {
  * LSE. K and V are read once per query block: Theta(N^2 d / block_q), and
  * block_q ~ M / d for M bytes of local memory gives Theta(N^2 d^2 / M). */
 static double flash_forward_bytes(const flashcl_attention_desc *desc, const flashcl_plan *plan, double e) {
-    const double sq = desc->seqlen_q, sk = desc->seqlen_k, d = desc->head_dim;
+    const double sq = desc->seqlen_q, d = desc->head_dim;
+    const key_band band = band_of(desc);
     double kv_rows = 0.0;
-    for (long long q0 = 0; q0 < desc->seqlen_q; q0 += plan->block_q)
-        kv_rows += streamed_rows(visible_key_end(desc->causal, q0, plan->block_q, desc->seqlen_q, desc->seqlen_k),
-                                 plan->block_k, sk);
+    for (long long q0 = 0; q0 < desc->seqlen_q; q0 += plan->block_q) {
+        long long begin, end;
+        key_range(&band, q0, plan->block_q, plan->block_k, desc->seqlen_q, desc->seqlen_k, &begin, &end);
+        kv_rows += streamed_rows(begin, end, plan->block_k, desc->seqlen_k);
+    }
     const double per_head = sq * d * e /* Q */ + 2.0 * kv_rows * d * e /* K, V */ + sq * d * e /* O */ + sq * 4.0;
     return per_head * desc->batch * desc->heads_q;
 }
 
-/* Flash backward (cl/backward.cl as of this writing; re-check against the
- * final kernels):
+/* Flash backward (cl/backward.cl):
  *   delta: per query head reads O and dO, writes D (one float per row).
  *   dkdv:  per K/V head and key block of block_k rows: reads those K, V rows
  *          once; for each query head of the group streams the queries the
- *          block may see (causal: from row k0 - (seqlen_k - seqlen_q)),
+ *          block may see (causal: from row k0 - (seqlen_k - seqlen_q);
+ *          window: the band's rows, from a multiple of block_q),
  *          reading Q, dO, LSE and D for each; writes dK, dV once.
  *   dq:    the plan transposed: per query head and block of block_k query
  *          rows: reads Q, dO, LSE, D once, streams K and V in steps of
@@ -70,21 +120,23 @@ static double flash_backward_bytes(const flashcl_attention_desc *desc, const fla
     const long long sq = desc->seqlen_q, sk = desc->seqlen_k;
     const double d = desc->head_dim, group = (double)(desc->heads_q / desc->heads_kv);
     const double row_qdo = 2.0 * d * e + 8.0; /* Q, dO, LSE, D of one query row */
+    const key_band band = band_of(desc);
 
     const double delta = sq * (2.0 * d * e + 4.0);
 
     double dkdv_per_kv_head = 2.0 * (double)sk * d * e /* K, V in */ + 2.0 * (double)sk * d * e /* dK, dV out */;
     for (long long k0 = 0; k0 < sk; k0 += plan->block_k) {
-        long long q_begin = desc->causal ? k0 - (sk - sq) : 0;
-        if (q_begin < 0) q_begin = 0;
-        if (q_begin > sq) q_begin = sq;
-        dkdv_per_kv_head += group * (double)(sq - q_begin) * row_qdo;
+        long long begin, end;
+        query_range(&band, k0, plan->block_k, plan->block_q, sq, sk, &begin, &end);
+        dkdv_per_kv_head += group * streamed_rows(begin, end, plan->block_q, sq) * row_qdo;
     }
 
     double dq = (double)sq * row_qdo + (double)sq * d * e /* dQ out */;
-    for (long long q0 = 0; q0 < sq; q0 += plan->block_k)
-        dq += 2.0 * d * e *
-              streamed_rows(visible_key_end(desc->causal, q0, plan->block_k, sq, sk), plan->block_q, (double)sk);
+    for (long long q0 = 0; q0 < sq; q0 += plan->block_k) {
+        long long begin, end;
+        key_range(&band, q0, plan->block_k, plan->block_q, sq, sk, &begin, &end);
+        dq += 2.0 * d * e * streamed_rows(begin, end, plan->block_q, sk);
+    }
 
     return (delta + dq) * desc->batch * desc->heads_q + dkdv_per_kv_head * desc->batch * desc->heads_kv;
 }

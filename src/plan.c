@@ -28,7 +28,7 @@ size_t flashcl_forward_local_bytes(const flashcl_plan *p, int head_dim) {
     const int row = round_up(dim_padded, 4) + 4;
     size_t floats = (size_t)p->block_q * row                              /* q_tile */
                     + (size_t)p->block_k * row                            /* k_tile */
-                    + (size_t)p->block_k * dim_padded                     /* v_tile */
+                    + (size_t)round_up(p->block_k, 4) * dim_padded        /* v_tile, keys padded to 4 */
                     + (size_t)p->block_q * (round_up(p->block_k, 4) + 4)  /* p_tile */
                     + (size_t)p->block_q * (round_up(p->threads_k, 4) + 4); /* parts */
     return floats * sizeof(float);
@@ -96,14 +96,6 @@ flashcl_status flashcl_plan_check(const flashcl_device_limits *limits, flashcl_p
                      "%d accumulators and %d scores per work-item exceed the register budget (%d, %d)",
                      rows_per_item * dims_per_item, rows_per_item * keys_per_item, MAX_ACCUMULATORS_PER_ITEM,
                      MAX_SCORES_PER_ITEM);
-            return FLASHCL_ERROR_PLAN;
-        }
-        /* Mesa rusticl 22.3 on llvmpipe returns O = 0 (LSE stays right) when a
-         * single work-item spans the keys and the key block has a scalar tail
-         * (BLOCK_K % 4 != 0); POCL is exact with the same plan. Refused so a
-         * forced plan fails loudly instead of computing wrong results. */
-        if (p->threads_k == 1 && p->block_k % 4 != 0) {
-            snprintf(reason, reason_size, "threads_k 1 needs block_k a multiple of 4 (block_k %d)", p->block_k);
             return FLASHCL_ERROR_PLAN;
         }
         local = flashcl_forward_local_bytes(p, head_dim);

@@ -25,9 +25,10 @@ typedef struct forced {
 
 /* Every plan fits both project devices (32 KiB and 1 MiB of local memory):
  * blocks of 1, 2 and 4, non-square tiles, blocks that are not powers of two
- * or not multiples of 4 (the kernel's remainder loops), and larger ones.
- * threads_k 1 with block_k % 4 != 0 is refused by flashcl_plan_check (a
- * rusticl miscompile, see src/plan.c); test_planner checks the refusal. */
+ * or not multiples of 4 (the kernel's remainder loops and zero-padded key
+ * quads), and larger ones. threads_k 1 with block_k % 4 != 0 (3x6, 2x5, 4x7,
+ * 1x3 on problem 0) gave O = 0 on rusticl before the key padding of
+ * cl/forward.cl replaced the scalar remainder of the product with V. */
 static const forced plans[] = {
     {0, {1, 4, 1, 1, 0, 0}},    {0, {2, 2, 1, 2, 0, 0}},    {0, {1, 2, 1, 2, 0, 0}},   {0, {4, 4, 2, 2, 0, 0}},
     {0, {2, 4, 1, 4, 0, 0}},    {0, {4, 2, 4, 2, 0, 0}},    {0, {1, 8, 1, 8, 0, 0}},   {0, {8, 2, 4, 2, 0, 0}},
@@ -35,6 +36,7 @@ static const forced plans[] = {
     {1, {4, 4, 4, 4, 0, 0}},    {1, {2, 8, 2, 4, 0, 0}},    {1, {8, 16, 2, 8, 0, 0}},  {1, {16, 32, 4, 8, 0, 0}},
     {1, {32, 8, 16, 4, 0, 0}},  {1, {12, 20, 6, 4, 0, 0}},  {1, {16, 16, 16, 16, 0, 0}},
     {2, {1, 8, 1, 8, 0, 0}},    {2, {2, 8, 2, 8, 0, 0}},    {2, {3, 8, 3, 8, 0, 0}},   {2, {8, 8, 8, 8, 0, 0}},
+    {0, {3, 6, 3, 1, 0, 0}},    {0, {2, 5, 2, 1, 0, 0}},    {0, {4, 7, 4, 1, 0, 0}},    {0, {1, 3, 1, 1, 0, 0}},
     {3, {1, 4, 1, 2, 0, 0}},    {3, {5, 6, 5, 2, 0, 0}},    {3, {32, 4, 8, 4, 0, 0}},
 };
 #define PLAN_COUNT ((int)(sizeof plans / sizeof plans[0]))

@@ -171,7 +171,6 @@ static const bad_plan bad_plans[] = {
     {{4, 4, 4, 1, 0, 0}, 64, "columns"},
     {{64, 16, 2, 8, 0, 0}, 64, "register"},
     {{64, 16, 16, 16, 0, 0}, 256, "local memory"},
-    {{2, 3, 2, 1, 0, 0}, 16, "multiple of 4"},
 };
 
 START_TEST(test_check_rejects_bad_plans) {

@@ -315,6 +315,46 @@ START_TEST(test_flash_depends_on_the_plan) {
 }
 END_TEST
 
+/* A sliding window: the forward streams only the key blocks of each query
+ * block's band (from a multiple of block_k), recomputed here from the
+ * definition; the backward moves less than causal, which moves less than
+ * dense. */
+START_TEST(test_window_counts_only_the_band) {
+    flashcl_context *ctx = ts_context();
+    flashcl_attention_desc desc;
+    flashcl_attention_desc_init(&desc, 1, 2, 512, 512, 32);
+    const flashcl_plan plan = {16, 16, 4, 4, 0, 0};
+    ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &plan), FLASHCL_SUCCESS);
+    flashcl_attention_desc window = desc;
+    window.sliding_window = 1;
+    window.window_left = 40;
+    window.window_right = 0;
+    double kv_rows = 0.0; /* per head: key rows of the band, whole blocks from the aligned start */
+    for (int q0 = 0; q0 < 512; q0 += 16) {
+        const int first = q0 - 40 < 0 ? 0 : (q0 - 40) / 16 * 16;
+        kv_rows += (q0 + 16) - first; /* the band ends at the block's last row (window_right 0) */
+    }
+    const double fixed = 2.0 * (2 * 512 * 32 * 4 + 512 * 4); /* Q, O, LSE of 2 heads */
+    const double expected = fixed + 2.0 * kv_rows * 2 * 32 * 4;
+    ck_assert_double_eq_tol(predict(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_FORWARD, &window), expected, 0.5);
+    ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, NULL), FLASHCL_SUCCESS);
+
+    flashcl_attention_desc causal = desc;
+    causal.causal = 1;
+    const double dense_bwd = predict(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, &desc);
+    const double causal_bwd = predict(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, &causal);
+    const double window_bwd = predict(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, &window);
+    ck_assert_msg(window_bwd < causal_bwd && causal_bwd < dense_bwd, "backward bytes: window %.4g, causal %.4g, dense %.4g",
+                  window_bwd, causal_bwd, dense_bwd);
+    /* A window wider than the sequence is the dense problem. */
+    flashcl_attention_desc wide = desc;
+    wide.sliding_window = 1;
+    wide.window_left = wide.window_right = 1000;
+    ck_assert_double_eq_tol(predict(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, &wide), dense_bwd, 0.5);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 START_TEST(test_predict_rejects_bad_arguments) {
     flashcl_context *ctx = ts_context();
     flashcl_attention_desc desc;
@@ -347,6 +387,7 @@ static Suite *standard_memory_suite(void) {
     tcase_add_test(model, test_model_matches_definition);
     tcase_add_test(model, test_standard_grows_quadratically);
     tcase_add_test(model, test_flash_depends_on_the_plan);
+    tcase_add_test(model, test_window_counts_only_the_band);
     tcase_add_test(model, test_predict_rejects_bad_arguments);
     suite_add_tcase(s, model);
     return s;
