@@ -24,11 +24,17 @@
 // leave a sum's bits unchanged.
 //
 // Work-item (tk, tq) owns resident rows tk + a*THREADS_K, streamed rows
-// tq + b*THREADS_Q of each score tile, and head-dim columns tq + j*THREADS_Q
-// of its resident rows' gradients.
-
-// Contracting a*b+c into fma is the compiler's choice per expression; forbid
-// it so that every plan's code rounds the same way.
+// tq + b*THREADS_Q of each score tile, and head-dim columns OWN_DIM(j) of its
+// resident rows' gradients (groups of four adjacent columns when
+// DIMS_PER_ITEM allows, so they are read as one float4).
+//
+// Local reads are float4s: the score tiles read four head dims of a row at a
+// time, the gradient sums four streamed rows of P and dS at a time. Every
+// product is an explicit fma(): with contraction left to the compiler, some
+// plans' code could round a*b+c in two steps and others in one; fma() rounds
+// once on every device and plan, and is one instruction where the hardware
+// has it.
+// Strict contraction rules for what is left (the dS and D expressions).
 #pragma OPENCL FP_CONTRACT OFF
 
 #ifndef HEAD_DIM
@@ -59,8 +65,22 @@
 #define STR_PER_ITEM (BLOCK_Q / THREADS_Q)
 #define DIM_PADDED (((HEAD_DIM + THREADS_Q - 1) / THREADS_Q) * THREADS_Q)
 #define DIMS_PER_ITEM (DIM_PADDED / THREADS_Q)
-#define ROW_STRIDE FLASHCL_ODD_STRIDE(DIM_PADDED)
-#define S_STRIDE FLASHCL_ODD_STRIDE(BLOCK_Q)
+#define ROUND4(n) ((((n) + 3) / 4) * 4)
+// Row strides: multiples of 4 (rows start 16-byte aligned for float4 reads)
+// holding an odd number of float4s, so the float4s of eight consecutive rows
+// (one quarter-warp's 128-bit read) fall on distinct banks.
+#define QUAD_ODD_STRIDE(n) ((((n) / 4) % 2 == 0) ? (n) + 4 : (n))
+#define DIM_ALLOC ROUND4(DIM_PADDED) // columns held per row, zero past HEAD_DIM
+#define ROW_STRIDE QUAD_ODD_STRIDE(DIM_ALLOC)
+#define S_STRIDE QUAD_ODD_STRIDE(ROUND4(BLOCK_Q))
+#define DIM_QUADS (DIM_ALLOC / 4)
+#define STR_QUADS (BLOCK_Q / 4) // full float4 steps over a block of streamed rows
+#define DIM_GROUPS (DIMS_PER_ITEM % 4 == 0)
+#if DIM_GROUPS
+#define OWN_DIM(j) (((j) / 4) * (4 * THREADS_Q) + tq * 4 + ((j) % 4))
+#else
+#define OWN_DIM(j) (tq + (j) * THREADS_Q)
+#endif
 
 #if DIMS_PER_ITEM > 32
 #error "more than 32 head-dim columns per work-item (rusticl miscomputes them): raise THREADS_Q"
@@ -69,35 +89,58 @@
 // Rows [row0, row0 + ROWS) of one head into a local tile, zero past `rows`
 // and past HEAD_DIM so padded lanes add exact zeros.
 #define LOAD_TILE(dst, src, base, stride_seq, row0, rows, ROWS)                                    \
-    for (int e = lid; e < (ROWS) * DIM_PADDED; e += WG_SIZE) {                                     \
-        int r = e / DIM_PADDED, d = e - r * DIM_PADDED;                                            \
+    for (int e = lid; e < (ROWS) * DIM_ALLOC; e += WG_SIZE) {                                      \
+        int r = e / DIM_ALLOC, d = e - r * DIM_ALLOC;                                              \
         int row = (row0) + r;                                                                      \
         float x = 0.0f;                                                                            \
         if (row < (rows) && d < HEAD_DIM) x = LOAD(src, (base) + (ulong)row * (stride_seq) + d);   \
         (dst)[r * ROW_STRIDE + d] = x;                                                             \
     }
 
+// One fma per product, head dims in ascending order.
+#define DOT4(acc, lhs, rhs)                \
+    acc = fma((lhs).x, (rhs).x, acc);      \
+    acc = fma((lhs).y, (rhs).y, acc);      \
+    acc = fma((lhs).z, (rhs).z, acc);      \
+    acc = fma((lhs).w, (rhs).w, acc)
+
 // s[a][b] = res1[a] . str1[b] and dp[a][b] = res2[a] . str2[b] over the head
-// dimension, in ascending order (both kernels compute the same bits).
+// dimension, in ascending order (both kernels compute the same bits). The
+// tiles are float4 views.
 #define SCORE_TILES(s, dp, res1, str1, res2, str2)                                                 \
     for (int ra = 0; ra < RES_PER_ITEM; ++ra)                                                      \
         for (int sb = 0; sb < STR_PER_ITEM; ++sb) s[ra][sb] = dp[ra][sb] = 0.0f;                   \
-    for (int d = 0; d < DIM_PADDED; ++d) {                                                         \
-        float r1[RES_PER_ITEM], r2[RES_PER_ITEM], c1[STR_PER_ITEM], c2[STR_PER_ITEM];              \
+    for (int d4 = 0; d4 < DIM_QUADS; ++d4) {                                                       \
+        float4 r1[RES_PER_ITEM], r2[RES_PER_ITEM], c1[STR_PER_ITEM], c2[STR_PER_ITEM];             \
         for (int ra = 0; ra < RES_PER_ITEM; ++ra) {                                                \
-            r1[ra] = res1[(tk + ra * THREADS_K) * ROW_STRIDE + d];                                 \
-            r2[ra] = res2[(tk + ra * THREADS_K) * ROW_STRIDE + d];                                 \
+            r1[ra] = res1[(tk + ra * THREADS_K) * (ROW_STRIDE / 4) + d4];                          \
+            r2[ra] = res2[(tk + ra * THREADS_K) * (ROW_STRIDE / 4) + d4];                          \
         }                                                                                          \
         for (int sb = 0; sb < STR_PER_ITEM; ++sb) {                                                \
-            c1[sb] = str1[(tq + sb * THREADS_Q) * ROW_STRIDE + d];                                 \
-            c2[sb] = str2[(tq + sb * THREADS_Q) * ROW_STRIDE + d];                                 \
+            c1[sb] = str1[(tq + sb * THREADS_Q) * (ROW_STRIDE / 4) + d4];                          \
+            c2[sb] = str2[(tq + sb * THREADS_Q) * (ROW_STRIDE / 4) + d4];                          \
         }                                                                                          \
         for (int ra = 0; ra < RES_PER_ITEM; ++ra)                                                  \
             for (int sb = 0; sb < STR_PER_ITEM; ++sb) {                                            \
-                s[ra][sb] += r1[ra] * c1[sb];                                                      \
-                dp[ra][sb] += r2[ra] * c2[sb];                                                     \
+                DOT4(s[ra][sb], r1[ra], c1[sb]);                                                   \
+                DOT4(dp[ra][sb], r2[ra], c2[sb]);                                                  \
             }                                                                                      \
     }
+
+// The work-item's head-dim columns of row `row` of a float tile, as an array.
+#if DIM_GROUPS
+#define READ_OWN_DIMS(out, tile, row)                                                              \
+    for (int g = 0; g < DIMS_PER_ITEM / 4; ++g) {                                                  \
+        const float4 x = *(__local const float4 *)&(tile)[(row) * ROW_STRIDE + g * (4 * THREADS_Q) + tq * 4]; \
+        out[4 * g] = x.x;                                                                          \
+        out[4 * g + 1] = x.y;                                                                      \
+        out[4 * g + 2] = x.z;                                                                      \
+        out[4 * g + 3] = x.w;                                                                      \
+    }
+#else
+#define READ_OWN_DIMS(out, tile, row) \
+    for (int j = 0; j < DIMS_PER_ITEM; ++j) out[j] = (tile)[(row) * ROW_STRIDE + OWN_DIM(j)];
+#endif
 
 // The recomputed probability. A masked pair, a row past the end, or a fully
 // masked row (LSE = -inf) gives exactly 0, never exp(+inf) or NaN.
@@ -130,6 +173,20 @@ __kernel void flashcl_backward_delta(__global const storage_t *o, ulong o_offset
     delta[index] = sum;
 }
 
+// One streamed query row c of the dK/dV sums; pc/dsc hold P and dS of the
+// work-item's keys, component `lane` being row c.
+#define DKDV_STEP(c, lane)                                                                         \
+    {                                                                                              \
+        float qv[DIMS_PER_ITEM], dov[DIMS_PER_ITEM];                                               \
+        READ_OWN_DIMS(qv, q_tile, c);                                                              \
+        READ_OWN_DIMS(dov, do_tile, c);                                                            \
+        for (int j = 0; j < DIMS_PER_ITEM; ++j)                                                    \
+            for (int a = 0; a < RES_PER_ITEM; ++a) {                                               \
+                dv_acc[a][j] = fma(pc[a].lane, dov[j], dv_acc[a][j]);                              \
+                dk_acc[a][j] = fma(dsc[a].lane, qv[j], dk_acc[a][j]);                              \
+            }                                                                                      \
+    }
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_dkdv(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
@@ -141,14 +198,21 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global storage_t *dv, ulong dv_offset, ulong dv_stride_b, ulong dv_stride_h, ulong dv_stride_s,
     int heads_q, int heads_kv, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
     FLASHCL_FEATURE_PARAMS) {
-    __local float k_tile[BLOCK_K * ROW_STRIDE];
-    __local float v_tile[BLOCK_K * ROW_STRIDE];
-    __local float q_tile[BLOCK_Q * ROW_STRIDE];
-    __local float do_tile[BLOCK_Q * ROW_STRIDE];
-    __local float p_tile[BLOCK_K * S_STRIDE];
-    __local float ds_tile[BLOCK_K * S_STRIDE];
+    // Declared as float4 so float4 reads are aligned; written through float views.
+    __local float4 k_tile4[BLOCK_K * ROW_STRIDE / 4];
+    __local float4 v_tile4[BLOCK_K * ROW_STRIDE / 4];
+    __local float4 q_tile4[BLOCK_Q * ROW_STRIDE / 4];
+    __local float4 do_tile4[BLOCK_Q * ROW_STRIDE / 4];
+    __local float4 p_tile4[BLOCK_K * S_STRIDE / 4];
+    __local float4 ds_tile4[BLOCK_K * S_STRIDE / 4];
     __local float lse_tile[BLOCK_Q];
     __local float delta_tile[BLOCK_Q];
+    __local float *k_tile = (__local float *)k_tile4;
+    __local float *v_tile = (__local float *)v_tile4;
+    __local float *q_tile = (__local float *)q_tile4;
+    __local float *do_tile = (__local float *)do_tile4;
+    __local float *p_tile = (__local float *)p_tile4;
+    __local float *ds_tile = (__local float *)ds_tile4;
 
     const int lid = (int)get_local_id(0);
     const int tq = lid % THREADS_Q;
@@ -226,7 +290,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             barrier(CLK_LOCAL_MEM_FENCE);
 
             float s[RES_PER_ITEM][STR_PER_ITEM], dp[RES_PER_ITEM][STR_PER_ITEM];
-            SCORE_TILES(s, dp, k_tile, q_tile, v_tile, do_tile);
+            SCORE_TILES(s, dp, k_tile4, q_tile4, v_tile4, do_tile4);
             for (int a = 0; a < RES_PER_ITEM; ++a) {
                 const int key = k0 + tk + a * THREADS_K;
                 for (int b2 = 0; b2 < STR_PER_ITEM; ++b2) {
@@ -256,20 +320,24 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             barrier(CLK_LOCAL_MEM_FENCE);
 
             // Queries in ascending order, so the sum's order is the plan's no matter.
-            for (int c = 0; c < BLOCK_Q; ++c) {
-                float pc[RES_PER_ITEM], dsc[RES_PER_ITEM];
+            for (int c4 = 0; c4 < STR_QUADS; ++c4) {
+                float4 pc[RES_PER_ITEM], dsc[RES_PER_ITEM];
                 for (int a = 0; a < RES_PER_ITEM; ++a) {
-                    pc[a] = p_tile[(tk + a * THREADS_K) * S_STRIDE + c];
-                    dsc[a] = ds_tile[(tk + a * THREADS_K) * S_STRIDE + c];
+                    pc[a] = p_tile4[(tk + a * THREADS_K) * (S_STRIDE / 4) + c4];
+                    dsc[a] = ds_tile4[(tk + a * THREADS_K) * (S_STRIDE / 4) + c4];
                 }
-                for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-                    const int d = tq + j * THREADS_Q;
-                    const float qd = q_tile[c * ROW_STRIDE + d], dod = do_tile[c * ROW_STRIDE + d];
-                    for (int a = 0; a < RES_PER_ITEM; ++a) {
-                        dv_acc[a][j] += pc[a] * dod;
-                        dk_acc[a][j] += dsc[a] * qd;
-                    }
+                DKDV_STEP(4 * c4, x);
+                DKDV_STEP(4 * c4 + 1, y);
+                DKDV_STEP(4 * c4 + 2, z);
+                DKDV_STEP(4 * c4 + 3, w);
+            }
+            for (int c = STR_QUADS * 4; c < BLOCK_Q; ++c) { // blocks that are not a multiple of 4
+                float4 pc[RES_PER_ITEM], dsc[RES_PER_ITEM];
+                for (int a = 0; a < RES_PER_ITEM; ++a) {
+                    pc[a].x = p_tile[(tk + a * THREADS_K) * S_STRIDE + c];
+                    dsc[a].x = ds_tile[(tk + a * THREADS_K) * S_STRIDE + c];
                 }
+                DKDV_STEP(c, x);
             }
         }
     }
@@ -280,13 +348,23 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         const int key = k0 + tk + a * THREADS_K;
         if (key >= seqlen_k) continue;
         for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-            const int d = tq + j * THREADS_Q;
+            const int d = OWN_DIM(j);
             if (d >= HEAD_DIM) continue;
             STORE(dk, dk_base + (ulong)key * dk_stride_s + d, dk_acc[a][j] * scale);
             STORE(dv, dv_base + (ulong)key * dv_stride_s + d, dv_acc[a][j]);
         }
     }
 }
+
+// One streamed key row c of the dQ sums; dsc holds dS of the work-item's
+// queries, component `lane` being key c.
+#define DQ_STEP(c, lane)                                                                           \
+    {                                                                                              \
+        float kv[DIMS_PER_ITEM];                                                                   \
+        READ_OWN_DIMS(kv, k_tile, c);                                                              \
+        for (int j = 0; j < DIMS_PER_ITEM; ++j)                                                    \
+            for (int a = 0; a < RES_PER_ITEM; ++a) dq_acc[a][j] = fma(dsc[a].lane, kv[j], dq_acc[a][j]); \
+    }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_dq(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
@@ -299,11 +377,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal FLASHCL_FEATURE_PARAMS) {
     // The plan transposed: BLOCK_K query rows stay, BLOCK_Q key rows stream,
     // so the local footprint is the dkdv kernel's less one score tile.
-    __local float q_tile[BLOCK_K * ROW_STRIDE];
-    __local float do_tile[BLOCK_K * ROW_STRIDE];
-    __local float k_tile[BLOCK_Q * ROW_STRIDE];
-    __local float v_tile[BLOCK_Q * ROW_STRIDE];
-    __local float ds_tile[BLOCK_K * S_STRIDE];
+    __local float4 q_tile4[BLOCK_K * ROW_STRIDE / 4];
+    __local float4 do_tile4[BLOCK_K * ROW_STRIDE / 4];
+    __local float4 k_tile4[BLOCK_Q * ROW_STRIDE / 4];
+    __local float4 v_tile4[BLOCK_Q * ROW_STRIDE / 4];
+    __local float4 ds_tile4[BLOCK_K * S_STRIDE / 4];
+    __local float *q_tile = (__local float *)q_tile4;
+    __local float *do_tile = (__local float *)do_tile4;
+    __local float *k_tile = (__local float *)k_tile4;
+    __local float *v_tile = (__local float *)v_tile4;
+    __local float *ds_tile = (__local float *)ds_tile4;
 
     const int lid = (int)get_local_id(0);
     const int tq = lid % THREADS_Q;
@@ -379,7 +462,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         barrier(CLK_LOCAL_MEM_FENCE);
 
         float s[RES_PER_ITEM][STR_PER_ITEM], dp[RES_PER_ITEM][STR_PER_ITEM];
-        SCORE_TILES(s, dp, q_tile, k_tile, do_tile, v_tile);
+        SCORE_TILES(s, dp, q_tile4, k_tile4, do_tile4, v_tile4);
         for (int a = 0; a < RES_PER_ITEM; ++a) {
             const int row = q0 + tk + a * THREADS_K;
             for (int b2 = 0; b2 < STR_PER_ITEM; ++b2) {
@@ -405,13 +488,18 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         barrier(CLK_LOCAL_MEM_FENCE);
 
         // Keys in ascending order, whatever the plan.
-        for (int c = 0; c < BLOCK_Q; ++c) {
-            float dsc[RES_PER_ITEM];
-            for (int a = 0; a < RES_PER_ITEM; ++a) dsc[a] = ds_tile[(tk + a * THREADS_K) * S_STRIDE + c];
-            for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-                const float kd = k_tile[c * ROW_STRIDE + tq + j * THREADS_Q];
-                for (int a = 0; a < RES_PER_ITEM; ++a) dq_acc[a][j] += dsc[a] * kd;
-            }
+        for (int c4 = 0; c4 < STR_QUADS; ++c4) {
+            float4 dsc[RES_PER_ITEM];
+            for (int a = 0; a < RES_PER_ITEM; ++a) dsc[a] = ds_tile4[(tk + a * THREADS_K) * (S_STRIDE / 4) + c4];
+            DQ_STEP(4 * c4, x);
+            DQ_STEP(4 * c4 + 1, y);
+            DQ_STEP(4 * c4 + 2, z);
+            DQ_STEP(4 * c4 + 3, w);
+        }
+        for (int c = STR_QUADS * 4; c < BLOCK_Q; ++c) { // blocks that are not a multiple of 4
+            float4 dsc[RES_PER_ITEM];
+            for (int a = 0; a < RES_PER_ITEM; ++a) dsc[a].x = ds_tile[(tk + a * THREADS_K) * S_STRIDE + c];
+            DQ_STEP(c, x);
         }
     }
 
@@ -420,7 +508,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         const int row = q0 + tk + a * THREADS_K;
         if (row >= seqlen_q) continue;
         for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-            const int d = tq + j * THREADS_Q;
+            const int d = OWN_DIM(j);
             if (d < HEAD_DIM) STORE(dq, dq_base + (ulong)row * dq_stride_s + d, dq_acc[a][j] * scale);
         }
     }

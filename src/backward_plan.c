@@ -14,15 +14,19 @@
 #define MAX_SCORES_PER_ITEM 64
 
 static size_t round_up(size_t x, size_t m) { return ((x + m - 1) / m) * m; }
-static size_t odd(size_t x) { return x | 1; }
+/* A multiple of 4 holding an odd number of float4s (QUAD_ODD_STRIDE). */
+static size_t quad_odd(size_t x) {
+    const size_t quads = round_up(x, 4);
+    return (quads / 4) % 2 == 0 ? quads + 4 : quads;
+}
 
 /* Mirrors the __local arrays of flashcl_backward_dkdv, the larger of the two
  * tiled kernels: flashcl_backward_dq runs the plan transposed (block_k query
  * rows resident, block_q key rows streamed) and has the same row tiles but
  * one score tile and no per-row vectors, so it always fits when this does. */
 static size_t backward_local_bytes(const flashcl_plan *p, int head_dim) {
-    const size_t row_stride = odd(round_up((size_t)head_dim, (size_t)p->threads_q));
-    const size_t score_stride = odd((size_t)p->block_q);
+    const size_t row_stride = quad_odd(round_up((size_t)head_dim, (size_t)p->threads_q));
+    const size_t score_stride = quad_odd((size_t)p->block_q);
     const size_t floats = 2 * (size_t)p->block_k * row_stride     /* k_tile, v_tile */
                           + 2 * (size_t)p->block_q * row_stride   /* q_tile, do_tile */
                           + 2 * (size_t)p->block_k * score_stride /* p_tile, ds_tile */
