@@ -30,10 +30,13 @@
 //
 // Local reads are float4s: the score tiles read four head dims of a row at a
 // time, the gradient sums four streamed rows of P and dS at a time. Every
-// product is an explicit fma(): with contraction left to the compiler, some
-// plans' code could round a*b+c in two steps and others in one; fma() rounds
-// once on every device and plan, and is one instruction where the hardware
-// has it.
+// product is an explicit MAD: with contraction left to the compiler (the
+// FP_CONTRACT pragma), code for one plan could round a*b+c in two steps and
+// for another in one; mad() is one call the compiler lowers the same way
+// wherever it appears (one fused instruction on GPUs). Not mad(): Mesa
+// rusticl 22.3 returns NaN from mad() in these kernels (d59 with 16x16
+// tiles, tests/features/test_varlen.c) and mad() is right there. The
+// bitwise-equal-across-plans tests run on POCL and rusticl.
 // Strict contraction rules for what is left (the dS and D expressions).
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -97,12 +100,12 @@
         (dst)[r * ROW_STRIDE + d] = x;                                                             \
     }
 
-// One fma per product, head dims in ascending order.
+// One mad per product, head dims in ascending order.
 #define DOT4(acc, lhs, rhs)                \
-    acc = fma((lhs).x, (rhs).x, acc);      \
-    acc = fma((lhs).y, (rhs).y, acc);      \
-    acc = fma((lhs).z, (rhs).z, acc);      \
-    acc = fma((lhs).w, (rhs).w, acc)
+    acc = mad((lhs).x, (rhs).x, acc);      \
+    acc = mad((lhs).y, (rhs).y, acc);      \
+    acc = mad((lhs).z, (rhs).z, acc);      \
+    acc = mad((lhs).w, (rhs).w, acc)
 
 // s[a][b] = res1[a] . str1[b] and dp[a][b] = res2[a] . str2[b] over the head
 // dimension, in ascending order (both kernels compute the same bits). The
@@ -169,7 +172,9 @@ __kernel void flashcl_backward_delta(__global const storage_t *o, ulong o_offset
     const ulong o_row = o_offset + b * o_stride_b + h * o_stride_h + (ulong)i * o_stride_s;
     const ulong do_row = do_offset + b * do_stride_b + h * do_stride_h + (ulong)i * do_stride_s;
     float sum = 0.0f;
-    for (int d = 0; d < HEAD_DIM; ++d) sum += LOAD(dout, do_row + d) * LOAD(o, o_row + d);
+    // mad in ascending order, as dP = dO . V in the tiled kernels: where a
+    // row sees one key, O is that V row and dP - D is exactly 0, as it should.
+    for (int d = 0; d < HEAD_DIM; ++d) sum = mad(LOAD(dout, do_row + d), LOAD(o, o_row + d), sum);
     delta[index] = sum;
 }
 
@@ -182,8 +187,8 @@ __kernel void flashcl_backward_delta(__global const storage_t *o, ulong o_offset
         READ_OWN_DIMS(dov, do_tile, c);                                                            \
         for (int j = 0; j < DIMS_PER_ITEM; ++j)                                                    \
             for (int a = 0; a < RES_PER_ITEM; ++a) {                                               \
-                dv_acc[a][j] = fma(pc[a].lane, dov[j], dv_acc[a][j]);                              \
-                dk_acc[a][j] = fma(dsc[a].lane, qv[j], dk_acc[a][j]);                              \
+                dv_acc[a][j] = mad(pc[a].lane, dov[j], dv_acc[a][j]);                              \
+                dk_acc[a][j] = mad(dsc[a].lane, qv[j], dk_acc[a][j]);                              \
             }                                                                                      \
     }
 
@@ -363,7 +368,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         float kv[DIMS_PER_ITEM];                                                                   \
         READ_OWN_DIMS(kv, k_tile, c);                                                              \
         for (int j = 0; j < DIMS_PER_ITEM; ++j)                                                    \
-            for (int a = 0; a < RES_PER_ITEM; ++a) dq_acc[a][j] = fma(dsc[a].lane, kv[j], dq_acc[a][j]); \
+            for (int a = 0; a < RES_PER_ITEM; ++a) dq_acc[a][j] = mad(dsc[a].lane, kv[j], dq_acc[a][j]); \
     }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_dq(

@@ -27,6 +27,11 @@ static const tuned_plan tuned_plans[] = {
      * 1.33x (d64) and 1.19x (d128) over the planner's default, forward+backward. */
     {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F32, 64, {32, 32, 16, 8, 0, 0}},
     {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F32, 128, {8, 32, 8, 16, 0, 0}},
+    /* H100, backward v2 with f16 storage: `flashcl tune --pass backward --dtype f16 --plans ...`
+     * (docs/tune/h100_backward_v2_f16_d*.json): the f32 winners win again, 1.45x (d64)
+     * and 1.26x (d128) over the planner's default. */
+    {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F16, 64, {32, 32, 16, 8, 0, 0}},
+    {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F16, 128, {8, 32, 8, 16, 0, 0}},
 };
 
 int flashcl_tuned_plan(const flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc,
