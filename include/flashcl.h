@@ -107,7 +107,10 @@ FLASHCL_API flashcl_status flashcl_context_create_from_queue(flashcl_context **o
 FLASHCL_API void flashcl_context_free(flashcl_context *ctx);
 
 /* The detail of the last failed call on ctx (empty string if none). With
- * ctx == NULL: the last failure of a context creation in this thread. */
+ * ctx == NULL: the last failure in this thread of a call that had no context
+ * to hold it: a context creation, any call given a NULL ctx, and the
+ * context-free flashcl_query_device_limits and flashcl_plan_choose
+ * (flashcl_plan_check reports through its reason argument). */
 FLASHCL_API const char *flashcl_last_error(const flashcl_context *ctx);
 
 /* The build log of the last kernel build that failed on ctx (empty if none). */
@@ -133,7 +136,7 @@ FLASHCL_API size_t flashcl_dtype_size(flashcl_dtype dtype);
 #define FLASHCL_MAX_HEAD_DIM 256
 
 typedef struct flashcl_attention_desc {
-    int batch;
+    int batch;     /* batch * heads_q must be below 2^31 (FLASHCL_ERROR_UNSUPPORTED) */
     int heads_q;   /* query heads */
     int heads_kv;  /* key/value heads; heads_q must be a multiple (GQA/MQA) */
     int seqlen_q;
@@ -152,7 +155,10 @@ typedef struct flashcl_attention_desc {
      * sees key j when pos - window_left <= j <= pos + window_right. -1 leaves
      * that side unbounded (the default of both). Intersects with causal
      * (causal is window_right = 0) and with a block mask. Key tiles outside
-     * the band are skipped. Values below -1 are rejected. */
+     * the band are skipped. Values below -1 are rejected; a side of at least
+     * seqlen_q + seqlen_k is the same as -1. The kernels' band bounds are
+     * 32-bit: with a window, seqlen_q + 2 * seqlen_k and 2 * seqlen_q +
+     * seqlen_k must be below 2^31 (FLASHCL_ERROR_UNSUPPORTED otherwise). */
     int sliding_window;
     int window_left;
     int window_right;
@@ -264,7 +270,9 @@ FLASHCL_API flashcl_status flashcl_context_plan(flashcl_context *ctx, flashcl_pa
  * row (-inf for a fully masked row, whose O is 0); lse may be NULL.
  * The call waits for wait_list and, if event is non-NULL, returns an event
  * for the work it enqueued. Inputs are validated before anything is enqueued:
- * on an error nothing is written. */
+ * on an error nothing is written. No output may share a byte with another
+ * tensor of the call (FLASHCL_ERROR_ALIASING); outputs interleaved in one
+ * buffer with the same strides (a packed layout) are fine when they do not. */
 FLASHCL_API flashcl_status flashcl_forward(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                            const flashcl_tensor *q, const flashcl_tensor *k,
                                            const flashcl_tensor *v, const flashcl_tensor *o,
@@ -391,7 +399,9 @@ FLASHCL_API flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashc
  * FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY before enqueueing anything. */
 FLASHCL_API flashcl_status flashcl_context_set_memory_budget(flashcl_context *ctx, size_t bytes);
 
-/* What the last successful flashcl_forward / flashcl_backward on ctx did. */
+/* What the last successful flashcl_forward / flashcl_backward on ctx did.
+ * FLASHCL_ERROR_INVALID_ARGUMENT (with the detail in flashcl_last_error(ctx))
+ * before any has succeeded. */
 typedef struct flashcl_call_stats {
     flashcl_impl impl;
     flashcl_pass pass;

@@ -85,7 +85,7 @@ flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_de
                                 const flashcl_tensor *lse, const flashcl_tensor *dout, const flashcl_tensor *dq,
                                 const flashcl_tensor *dk, const flashcl_tensor *dv, cl_uint num_events_in_wait_list,
                                 const cl_event *event_wait_list, cl_event *event) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_backward: ctx is NULL");
     return flashcl_backward_ex(ctx, desc, NULL, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
                                event_wait_list, event);
 }
@@ -117,7 +117,7 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
                                    const flashcl_tensor *lse, const flashcl_tensor *dout, const flashcl_tensor *dq,
                                    const flashcl_tensor *dk, const flashcl_tensor *dv, cl_uint num_events_in_wait_list,
                                    const cl_event *event_wait_list, cl_event *event) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_backward_ex: ctx is NULL");
     flashcl_clear_error(ctx);
     if (!lse)
         return flashcl_fail(ctx, FLASHCL_ERROR_MISSING_LSE,
@@ -138,7 +138,7 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
     flashcl_features features;
     if ((status = flashcl_features_resolve(ctx, desc, extras, &features))) return status;
     features.varlen = varlen;
-    if ((status = flashcl_features_validate_mask(ctx, shape_desc, &features, tensors, tensor_count)) ||
+    if ((status = flashcl_features_validate_buffers(ctx, desc, shape_desc, &features, tensors, tensor_count)) ||
         (status = flashcl_features_check_impl(ctx, &features)))
         return status;
     if (ctx->impl == FLASHCL_IMPL_STANDARD)
@@ -244,7 +244,7 @@ done:
 flashcl_status flashcl_backward_host(flashcl_context *ctx, const flashcl_attention_desc *desc, flashcl_layout layout,
                                      const float *q, const float *k, const float *v, const float *dout, float *o,
                                      float *lse, float *dq, float *dk, float *dv) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_backward_host: ctx is NULL");
     flashcl_clear_error(ctx);
     flashcl_status status = flashcl_validate_desc(ctx, desc);
     if (status != FLASHCL_SUCCESS) return status;

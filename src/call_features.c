@@ -2,6 +2,7 @@
 #include "call_features.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,17 +88,25 @@ flashcl_status flashcl_varlen_resolve(flashcl_context *ctx, const flashcl_attent
     return FLASHCL_SUCCESS;
 }
 
+/* A window side as the kernels take it: unbounded (-1) and every width of
+ * at least seqlen_q + seqlen_k mean the same, since no key is that far from
+ * a row's position (|j - pos| < max(seqlen_q, seqlen_k)); clamping to that
+ * keeps the kernels' 32-bit band arithmetic in range (flashcl_validate_desc
+ * bounds the sequence lengths so that it is). */
+static int window_side(const flashcl_attention_desc *desc, int side) {
+    long long width = (long long)desc->seqlen_q + (long long)desc->seqlen_k;
+    if (side >= 0 && side < width) width = side;
+    return width > INT32_MAX ? INT32_MAX : (int)width;
+}
+
 flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                         const flashcl_attention_extras *extras, flashcl_features *f) {
     memset(f, 0, sizeof *f);
-    /* An unbounded side becomes a width no position difference reaches, so
-     * the kernels need no special case (seqlens are ints: no overflow). */
-    const int unbounded = desc->seqlen_q + desc->seqlen_k;
     f->causal = desc->causal != 0;
     f->window = desc->sliding_window && (desc->window_left >= 0 || desc->window_right >= 0);
     if (f->window) {
-        f->window_left = desc->window_left >= 0 ? desc->window_left : unbounded;
-        f->window_right = desc->window_right >= 0 ? desc->window_right : unbounded;
+        f->window_left = window_side(desc, desc->window_left);
+        f->window_right = window_side(desc, desc->window_right);
         if (f->causal && f->window_right > 0) f->window_right = 0; /* causal is the window's right edge at 0 */
         f->causal = 0;
     }
@@ -135,13 +144,29 @@ flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_atte
     return FLASHCL_SUCCESS;
 }
 
-flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashcl_attention_desc *shape_desc,
-                                              const flashcl_features *f, const flashcl_call_tensor *tensors,
-                                              int count) {
-    if (!f->block_mask) return FLASHCL_SUCCESS;
-    flashcl_extent mask, output;
-    flashcl_status status = flashcl_validate_tensor(ctx, "block_mask", &f->mask_view, &f->mask_shape, 0, &mask);
-    if (status != FLASHCL_SUCCESS) return status;
+flashcl_status flashcl_features_validate_buffers(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                                 const flashcl_attention_desc *shape_desc, const flashcl_features *f,
+                                                 const flashcl_call_tensor *tensors, int count) {
+    if (!f->block_mask && !f->varlen.on) return FLASHCL_SUCCESS;
+    /* The feature buffers the kernels read while the outputs are written. */
+    flashcl_extent inputs[3];
+    const char *names[3];
+    int input_count = 0;
+    if (f->block_mask) {
+        flashcl_status status =
+            flashcl_validate_tensor(ctx, "block_mask", &f->mask_view, &f->mask_shape, 0, &inputs[input_count]);
+        if (status != FLASHCL_SUCCESS) return status;
+        inputs[input_count].elem_size = 0; /* compared by byte span: uint8, never strided like an output */
+        names[input_count++] = "block_mask";
+    }
+    if (f->varlen.on) {
+        /* batch + 1 int32 from the buffer's start (checked by flashcl_varlen_resolve). */
+        const size_t bytes = ((size_t)desc->batch + 1) * sizeof(cl_int);
+        flashcl_byte_extent(f->varlen.cu_q, 0, bytes, &inputs[input_count]);
+        names[input_count++] = "cu_seqlens_q";
+        flashcl_byte_extent(f->varlen.cu_k, 0, bytes, &inputs[input_count]);
+        names[input_count++] = "cu_seqlens_k";
+    }
     /* The outputs' extents as the call validated them: with a packed batch
      * that is (1, heads, total rows), not (batch, heads, longest). */
     flashcl_shape shapes[3];
@@ -149,10 +174,12 @@ flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashc
                              &shapes[FLASHCL_SHAPE_LSE]);
     for (int i = 0; i < count; ++i) {
         if (!tensors[i].is_output || !tensors[i].tensor) continue;
+        flashcl_extent output;
         /* Already validated by flashcl_validate_call: this only recomputes the extent. */
-        status = flashcl_validate_tensor(ctx, tensors[i].name, tensors[i].tensor, &shapes[tensors[i].kind], 1, &output);
-        if (status == FLASHCL_SUCCESS)
-            status = flashcl_check_no_overlap(ctx, tensors[i].name, &output, "block_mask", &mask);
+        flashcl_status status =
+            flashcl_validate_tensor(ctx, tensors[i].name, tensors[i].tensor, &shapes[tensors[i].kind], 1, &output);
+        for (int j = 0; j < input_count && status == FLASHCL_SUCCESS; ++j)
+            status = flashcl_check_no_overlap(ctx, tensors[i].name, &output, names[j], &inputs[j]);
         if (status != FLASHCL_SUCCESS) return status;
     }
     return FLASHCL_SUCCESS;

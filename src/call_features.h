@@ -25,7 +25,7 @@ flashcl_status flashcl_varlen_resolve(flashcl_context *ctx, const flashcl_attent
 /* What the kernels of one call need to know about its features. */
 typedef struct flashcl_features {
     int window;                    /* compile FLASHCL_WINDOW */
-    int window_left, window_right; /* >= 0; an unbounded side is widened past every key */
+    int window_left, window_right; /* 0 .. seqlen_q + seqlen_k: wider (or unbounded) sides are clamped */
     int causal;                    /* the kernels' causal flag (0 once folded into the window) */
     int block_mask;                /* compile FLASHCL_BLOCK_MASK */
     flashcl_tensor mask_view;      /* the mask as a (1, heads, rows, cols) view of bytes */
@@ -41,7 +41,7 @@ typedef struct flashcl_features {
 
 /* Reads desc (already validated) and extras into f; checks the extras'
  * scalar fields (the mask buffer itself is checked with the call's tensors,
- * see flashcl_features_validate_mask). desc is the caller's, with a packed
+ * see flashcl_features_validate_buffers). desc is the caller's, with a packed
  * batch its longest lengths. */
 flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                         const flashcl_attention_extras *extras, flashcl_features *f);
@@ -51,12 +51,14 @@ static inline int flashcl_features_any(const flashcl_features *f) {
 }
 
 /* Checks the block mask buffer (context, size) and that none of the call's
- * outputs overlaps it; run after flashcl_validate_call, with the desc the
+ * outputs overlaps it or a variable-length batch's cu_seqlens arrays (which
+ * the kernels read while the outputs are written); run after
+ * flashcl_validate_call, with desc the caller's and shape_desc the one the
  * tensors were validated against (the packed one of a variable-length
- * batch). No-op without a mask. */
-flashcl_status flashcl_features_validate_mask(flashcl_context *ctx, const flashcl_attention_desc *shape_desc,
-                                              const flashcl_features *f, const flashcl_call_tensor *tensors,
-                                              int count);
+ * batch). No-op without a mask or a packed batch. */
+flashcl_status flashcl_features_validate_buffers(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                                 const flashcl_attention_desc *shape_desc, const flashcl_features *f,
+                                                 const flashcl_call_tensor *tensors, int count);
 
 /* FLASHCL_ERROR_UNSUPPORTED if the standard implementation is selected and
  * the call uses a feature it lacks. */

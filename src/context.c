@@ -10,14 +10,17 @@ void flashcl_context_options_init(flashcl_context_options *options) {
 }
 
 flashcl_status flashcl_query_device_limits(cl_device_id device, flashcl_device_limits *limits) {
-    if (!device || !limits) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    /* No context holds the detail: it goes where flashcl_last_error(NULL) reads. */
+    if (!device || !limits)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_query_device_limits: %s is NULL",
+                            device ? "limits" : "device");
     cl_ulong local_mem = 0;
     size_t max_wg = 0;
     cl_uint units = 0;
     cl_int err = clGetDeviceInfo(device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem, NULL);
     if (err == CL_SUCCESS) err = clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
     if (err == CL_SUCCESS) err = clGetDeviceInfo(device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
-    if (err != CL_SUCCESS) return FLASHCL_ERROR_OPENCL;
+    if (err != CL_SUCCESS) return flashcl_fail_cl(NULL, err, "flashcl_query_device_limits: clGetDeviceInfo");
     limits->local_mem_bytes = (size_t)local_mem;
     limits->max_work_group_size = max_wg;
     limits->compute_units = units;
@@ -35,7 +38,7 @@ flashcl_status flashcl_query_device_limits(cl_device_id device, flashcl_device_l
 /* Everything after the queue is known: limits, name, kernel directory. */
 static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context_options *options) {
     flashcl_status status = flashcl_query_device_limits(ctx->device, &ctx->limits);
-    if (status != FLASHCL_SUCCESS) return flashcl_fail(NULL, status, "could not read the device's limits");
+    if (status != FLASHCL_SUCCESS) return status; /* its message names the failed query */
     clGetDeviceInfo(ctx->device, CL_DEVICE_NAME, sizeof ctx->device_name - 1, ctx->device_name, NULL);
     const char *dir = options ? options->kernel_dir : NULL;
     if (!dir || !*dir) dir = getenv("FLASHCL_KERNEL_DIR");
@@ -136,7 +139,7 @@ cl_command_queue flashcl_context_queue(const flashcl_context *ctx) { return ctx 
 cl_device_id flashcl_context_device(const flashcl_context *ctx) { return ctx ? ctx->device : NULL; }
 
 flashcl_status flashcl_context_limits(flashcl_context *ctx, flashcl_device_limits *limits) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_limits: ctx is NULL");
     flashcl_clear_error(ctx);
     if (!limits) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "limits is NULL");
     *limits = ctx->limits;

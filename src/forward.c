@@ -50,7 +50,7 @@ flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_
     const flashcl_call_tensor outputs[] = {{"o", o, FLASHCL_SHAPE_Q, 1, 0}, {"lse", lse, FLASHCL_SHAPE_LSE, 1, 1}};
     if ((status = flashcl_features_resolve(ctx, desc, extras, &features))) return status;
     features.varlen = varlen;
-    if ((status = flashcl_features_validate_mask(ctx, shape_desc, &features, outputs, 2)) ||
+    if ((status = flashcl_features_validate_buffers(ctx, desc, shape_desc, &features, outputs, 2)) ||
         (status = flashcl_features_check_impl(ctx, &features)))
         return status;
     if (ctx->impl == FLASHCL_IMPL_STANDARD)

@@ -18,6 +18,7 @@ flashcl_status flashcl_forward_host(flashcl_context *ctx, const flashcl_attentio
     const size_t kv_count = (size_t)desc->batch * desc->heads_kv * desc->seqlen_k * desc->head_dim;
     const size_t lse_count = (size_t)desc->batch * desc->heads_q * desc->seqlen_q;
     cl_mem bq = NULL, bk = NULL, bv = NULL, bo = NULL, bl = NULL;
+    cl_event forward_done = NULL;
     cl_int err = CL_SUCCESS;
     const cl_mem_flags in_flags = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
     bq = clCreateBuffer(ctx->context, in_flags, q_count * sizeof(float), (void *)q, &err);
@@ -35,13 +36,17 @@ flashcl_status flashcl_forward_host(flashcl_context *ctx, const flashcl_attentio
     const flashcl_tensor tv = flashcl_tensor_contiguous(bv, layout, desc->heads_kv, desc->seqlen_k, desc->head_dim);
     const flashcl_tensor to = flashcl_tensor_contiguous(bo, layout, desc->heads_q, desc->seqlen_q, desc->head_dim);
     const flashcl_tensor tl = flashcl_tensor_lse(bl, desc->heads_q, desc->seqlen_q);
-    status = flashcl_forward(ctx, desc, &tq, &tk, &tv, &to, lse ? &tl : NULL, 0, NULL, NULL);
+    /* The reads wait for the forward's event: ctx may wrap an out-of-order
+     * queue, where enqueue order alone orders nothing. */
+    status = flashcl_forward(ctx, desc, &tq, &tk, &tv, &to, lse ? &tl : NULL, 0, NULL, &forward_done);
     if (status != FLASHCL_SUCCESS) goto done;
-    err = clEnqueueReadBuffer(ctx->queue, bo, CL_TRUE, 0, q_count * sizeof(float), o, 0, NULL, NULL);
+    err = clEnqueueReadBuffer(ctx->queue, bo, CL_TRUE, 0, q_count * sizeof(float), o, 1, &forward_done, NULL);
     if (err == CL_SUCCESS && lse)
-        err = clEnqueueReadBuffer(ctx->queue, bl, CL_TRUE, 0, lse_count * sizeof(float), lse, 0, NULL, NULL);
+        err = clEnqueueReadBuffer(ctx->queue, bl, CL_TRUE, 0, lse_count * sizeof(float), lse, 1, &forward_done,
+                                  NULL);
     if (err != CL_SUCCESS) status = flashcl_fail_cl(ctx, err, "clEnqueueReadBuffer");
 done:
+    if (forward_done) clReleaseEvent(forward_done);
     if (bq) clReleaseMemObject(bq);
     if (bk) clReleaseMemObject(bk);
     if (bv) clReleaseMemObject(bv);

@@ -4,7 +4,7 @@
 #include "internal.h"
 
 flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashcl_impl impl) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_impl: ctx is NULL");
     flashcl_clear_error(ctx);
     if (impl != FLASHCL_IMPL_FLASH && impl != FLASHCL_IMPL_STANDARD)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown implementation %d", (int)impl);
@@ -13,7 +13,8 @@ flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashcl_impl impl)
 }
 
 flashcl_status flashcl_context_set_memory_budget(flashcl_context *ctx, size_t bytes) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_memory_budget: ctx is NULL");
     flashcl_clear_error(ctx);
     ctx->memory_budget = bytes;
     return FLASHCL_SUCCESS;
@@ -31,8 +32,18 @@ void flashcl_record_stats(flashcl_context *ctx, flashcl_impl impl, flashcl_pass 
 }
 
 flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_stats *stats) {
-    if (!ctx || !stats) return FLASHCL_ERROR_INVALID_ARGUMENT;
-    if (!ctx->last_stats_valid) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_last_call_stats: ctx is NULL");
+    /* The query takes a const context, yet its failure needs a message where
+     * flashcl_last_error(ctx) finds it; every context is allocated by
+     * flashcl_context_create*, never defined const, so writing its error
+     * text is defined. A successful query leaves the last error alone, so
+     * it can be read after a failed call. */
+    flashcl_context *writable = (flashcl_context *)ctx;
+    if (!stats) return flashcl_fail(writable, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_last_call_stats: stats is NULL");
+    if (!ctx->last_stats_valid)
+        return flashcl_fail(writable, FLASHCL_ERROR_INVALID_ARGUMENT,
+                            "flashcl_last_call_stats: no flashcl_forward or flashcl_backward has succeeded on this "
+                            "context yet");
     *stats = ctx->last_stats;
     return FLASHCL_SUCCESS;
 }

@@ -190,7 +190,7 @@ double flashcl_io_model_bytes(const flashcl_attention_desc *desc, flashcl_impl i
 
 flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass,
                                             const flashcl_attention_desc *desc, double *bytes) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_predict_global_bytes: ctx is NULL");
     flashcl_clear_error(ctx);
     if (!bytes) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "bytes is NULL");
     if (impl != FLASHCL_IMPL_FLASH && impl != FLASHCL_IMPL_STANDARD)

@@ -140,10 +140,19 @@ static int try_blocks(const flashcl_device_limits *limits, flashcl_pass pass, in
 flashcl_status flashcl_plan_choose(const flashcl_device_limits *limits, flashcl_pass pass, int head_dim,
                                    flashcl_dtype dtype, int causal, flashcl_plan *plan) {
     (void)causal; /* the same tiles serve causal problems; skipped blocks need no other shape */
-    if (!limits || !plan) return FLASHCL_ERROR_INVALID_ARGUMENT;
-    if (head_dim < 1 || head_dim > FLASHCL_MAX_HEAD_DIM) return FLASHCL_ERROR_UNSUPPORTED;
-    if (flashcl_dtype_size(dtype) == 0) return FLASHCL_ERROR_INVALID_ARGUMENT;
-    if (limits->max_work_group_size < 1) return FLASHCL_ERROR_PLAN;
+    /* No context to hold a failure's detail: it goes where flashcl_last_error(NULL) reads. */
+    if (!limits || !plan)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_plan_choose: %s is NULL",
+                            limits ? "plan" : "limits");
+    if (head_dim < 1 || head_dim > FLASHCL_MAX_HEAD_DIM)
+        return flashcl_fail(NULL, FLASHCL_ERROR_UNSUPPORTED, "flashcl_plan_choose: head_dim %d is outside 1..%d",
+                            head_dim, FLASHCL_MAX_HEAD_DIM);
+    if (flashcl_dtype_size(dtype) == 0)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_plan_choose: unknown dtype %d", (int)dtype);
+    if (pass != FLASHCL_PASS_FORWARD && pass != FLASHCL_PASS_BACKWARD)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_plan_choose: unknown pass %d", (int)pass);
+    if (limits->max_work_group_size < 1)
+        return flashcl_fail(NULL, FLASHCL_ERROR_PLAN, "flashcl_plan_choose: the device's work-group limit is 0");
     /* The block that stays in local memory (block_q forward, block_k
      * backward) sets how often the other operands are re-read from global
      * memory: make it as large as fits. The streamed block first needs to be
@@ -162,5 +171,9 @@ flashcl_status flashcl_plan_choose(const flashcl_device_limits *limits, flashcl_
             }
         }
     }
-    return FLASHCL_ERROR_PLAN;
+    return flashcl_fail(NULL, FLASHCL_ERROR_PLAN,
+                        "flashcl_plan_choose: no %s tile plan fits local memory %zu bytes and work-groups of %zu "
+                        "for head_dim %d",
+                        pass == FLASHCL_PASS_FORWARD ? "forward" : "backward", limits->local_mem_bytes,
+                        limits->max_work_group_size, head_dim);
 }

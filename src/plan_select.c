@@ -4,7 +4,7 @@
 #include "internal.h"
 
 flashcl_status flashcl_context_force_plan(flashcl_context *ctx, flashcl_pass pass, const flashcl_plan *plan) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_force_plan: ctx is NULL");
     flashcl_clear_error(ctx);
     if (pass != FLASHCL_PASS_FORWARD && pass != FLASHCL_PASS_BACKWARD)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown pass %d", (int)pass);
@@ -39,7 +39,7 @@ flashcl_status flashcl_resolve_plan(flashcl_context *ctx, flashcl_pass pass, con
 
 flashcl_status flashcl_context_plan(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc,
                                     flashcl_plan *plan) {
-    if (!ctx) return FLASHCL_ERROR_INVALID_ARGUMENT;
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_plan: ctx is NULL");
     flashcl_clear_error(ctx);
     if (!desc || !plan) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "desc or plan is NULL");
     if (pass != FLASHCL_PASS_FORWARD && pass != FLASHCL_PASS_BACKWARD)

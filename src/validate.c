@@ -1,6 +1,7 @@
 /* validate.c: argument checks run before anything is enqueued, so a bad call writes nothing. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "validate.h"
 
@@ -28,12 +29,27 @@ flashcl_status flashcl_validate_desc(flashcl_context *ctx, const flashcl_attenti
     if (!(desc->dropout_p >= 0.0f && desc->dropout_p < 1.0f))
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "dropout_p %g must be in [0, 1)",
                             (double)desc->dropout_p);
-    /* The kernels widen an unbounded window side to seqlen_q + seqlen_k. */
-    if (desc->sliding_window && (desc->window_left >= 0 || desc->window_right >= 0) &&
-        (size_t)desc->seqlen_q + (size_t)desc->seqlen_k > INT32_MAX)
-        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "a window needs seqlen_q + seqlen_k below 2^31");
-    if ((size_t)desc->batch * (size_t)desc->heads_q > UINT32_MAX)
-        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "batch x heads_q exceeds 2^32");
+    /* The kernels compute their band bounds in 32-bit int. With each side
+     * clamped to W = seqlen_q + seqlen_k (flashcl_features_resolve: no row
+     * reaches that far), the largest is q_last + diagonal + window_right + 1
+     * <= seqlen_q + 2 * seqlen_k (forward, dQ) and k_last - diagonal +
+     * window_left + 1 <= 2 * seqlen_q + seqlen_k (dK/dV); the most negative,
+     * k0 - diagonal - window_right >= -2 * seqlen_k and q0 + diagonal -
+     * window_left >= -2 * seqlen_q, are smaller in magnitude. */
+    if (desc->sliding_window && (desc->window_left >= 0 || desc->window_right >= 0)) {
+        const size_t sq = (size_t)desc->seqlen_q, sk = (size_t)desc->seqlen_k;
+        if (sq + 2 * sk > INT32_MAX || 2 * sq + sk > INT32_MAX)
+            return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                                "a window needs seqlen_q + 2 * seqlen_k and 2 * seqlen_q + seqlen_k below 2^31 "
+                                "(seqlen_q %d, seqlen_k %d): the kernels' band bounds are 32-bit",
+                                desc->seqlen_q, desc->seqlen_k);
+    }
+    /* The kernels take (batch, head) from get_group_id as a 32-bit int. */
+    if ((size_t)desc->batch * (size_t)desc->heads_q > INT32_MAX)
+        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                            "batch x heads_q (%d x %d) exceeds 2^31 - 1: the kernels index (batch, head) pairs "
+                            "with 32-bit ints",
+                            desc->batch, desc->heads_q);
     return FLASHCL_SUCCESS;
 }
 
@@ -107,22 +123,113 @@ flashcl_status flashcl_validate_tensor(flashcl_context *ctx, const char *name, c
                                 t->stride_batch, t->stride_head, t->stride_seq);
     }
 
+    flashcl_byte_extent(t->buffer, t->offset * shape->elem_size, needed, extent);
+    extent->elem_size = shape->elem_size;
+    const size_t sizes[4] = {shape->batch, shape->heads, shape->seqlen, shape->dim};
+    const size_t strides[4] = {t->stride_batch, t->stride_head, t->stride_seq, 1};
+    memcpy(extent->sizes, sizes, sizeof sizes);
+    memcpy(extent->strides, strides, sizeof strides);
+    return FLASHCL_SUCCESS;
+}
+
+void flashcl_byte_extent(cl_mem buffer, size_t begin, size_t end, flashcl_extent *extent) {
     /* Resolve sub-buffers so overlap checks see through them. */
     cl_mem parent = NULL;
     size_t origin = 0;
-    err = clGetMemObjectInfo(t->buffer, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL);
-    if (err == CL_SUCCESS && parent)
-        err = clGetMemObjectInfo(t->buffer, CL_MEM_OFFSET, sizeof origin, &origin, NULL);
+    cl_int err = clGetMemObjectInfo(buffer, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL);
+    if (err == CL_SUCCESS && parent) err = clGetMemObjectInfo(buffer, CL_MEM_OFFSET, sizeof origin, &origin, NULL);
     if (err != CL_SUCCESS) parent = NULL, origin = 0;
-    extent->root = parent ? parent : t->buffer;
-    extent->begin = origin + t->offset * shape->elem_size;
-    extent->end = origin + needed;
-    return FLASHCL_SUCCESS;
+    memset(extent, 0, sizeof *extent);
+    extent->root = parent ? parent : buffer;
+    extent->begin = origin + begin;
+    extent->end = origin + end;
+}
+
+/* One axis of the difference of two views' index vectors: i - j ranges over
+ * [lo, hi] and moves the address by stride elements per step. */
+typedef struct diff_axis {
+    long long lo, hi, stride;
+} diff_axis;
+
+/* 1 if some d with axes[k].lo <= d[k] <= axes[k].hi gives sum(d[k] *
+ * stride[k]) = target, 0 if none does, -1 if the search ran out of budget.
+ * A complete search: at each axis it tries every d[k] that leaves a
+ * remainder the later axes can still reach (rest_lo[k] .. rest_hi[k]). With
+ * strides sorted largest first and one-to-one views that is at most two
+ * values per axis; the budget only guards strange strides. */
+static int reachable(const diff_axis *axes, const long long *rest_lo, const long long *rest_hi, int k, int count,
+                     long long target, long *budget) {
+    if (k == count) return target == 0;
+    if (--*budget < 0) return -1;
+    const diff_axis *a = &axes[k];
+    /* d * stride must lie in [target - rest_hi, target - rest_lo]. */
+    const long long low = target - rest_hi[k], high = target - rest_lo[k];
+    long long d_min = low >= 0 ? (low + a->stride - 1) / a->stride : -((-low) / a->stride);
+    long long d_max = high >= 0 ? high / a->stride : -((-high + a->stride - 1) / a->stride);
+    if (d_min < a->lo) d_min = a->lo;
+    if (d_max > a->hi) d_max = a->hi;
+    int undecided = 0;
+    for (long long d = d_min; d <= d_max; ++d) {
+        const int r = reachable(axes, rest_lo, rest_hi, k + 1, count, target - d * a->stride, budget);
+        if (r == 1) return 1;
+        if (r < 0) undecided = 1;
+        if (*budget < 0) return -1;
+    }
+    return undecided ? -1 : 0;
+}
+
+/* Whether views a and b, on one root with the same element size and
+ * strides (where they apply), share a byte: 1 yes, 0 no, -1 not decided
+ * (other geometry, or numbers too large to search safely; the caller then
+ * falls back to comparing byte spans). Element i of a starts at byte
+ * a->begin + e * sum(i * stride), element j of b at b->begin + e * sum(j *
+ * stride); the two e-byte elements share a byte iff their starts differ by
+ * less than e, i.e. e * sum((i - j) * stride) lies strictly between
+ * delta - e and delta + e, delta = b->begin - a->begin. */
+static int views_overlap_exactly(const flashcl_extent *a, const flashcl_extent *b) {
+    const size_t e = a->elem_size;
+    if (e == 0 || b->elem_size != e) return -1;
+    /* The stride of an axis where both views have one index never applies. */
+    for (int k = 0; k < 4; ++k)
+        if ((a->sizes[k] > 1 || b->sizes[k] > 1) && a->strides[k] != b->strides[k]) return -1;
+    /* Every quantity below is bounded by the buffer's size in bytes (the
+     * views were checked to fit): below 2^62 nothing overflows. */
+    const size_t limit = (size_t)1 << 62;
+    if (a->end > limit || b->end > limit) return -1;
+    diff_axis axes[4];
+    int count = 0;
+    for (int k = 0; k < 4; ++k) {
+        if (a->strides[k] == 0 || (a->sizes[k] == 1 && b->sizes[k] == 1)) continue; /* moves nothing */
+        const diff_axis axis = {-(long long)(b->sizes[k] - 1), (long long)(a->sizes[k] - 1),
+                                (long long)a->strides[k]};
+        int at = count++;
+        for (; at > 0 && axes[at - 1].stride < axis.stride; --at) axes[at] = axes[at - 1];
+        axes[at] = axis;
+    }
+    long long rest_lo[5] = {0}, rest_hi[5] = {0};
+    for (int k = count - 1; k >= 0; --k) {
+        rest_lo[k] = rest_lo[k + 1] + axes[k].lo * axes[k].stride;
+        rest_hi[k] = rest_hi[k + 1] + axes[k].hi * axes[k].stride;
+    }
+    const long long delta = (long long)b->begin - (long long)a->begin, size = (long long)e;
+    /* The element-count differences whose byte distance is within (delta - e, delta + e). */
+    const long long below = delta >= 0 ? delta / size : -((-delta + size - 1) / size);
+    const long long targets[2] = {below, below + 1};
+    const int target_count = below * size == delta ? 1 : 2;
+    long budget = 1L << 16;
+    int undecided = 0;
+    for (int t = 0; t < target_count; ++t) {
+        const int r = reachable(axes, rest_lo, rest_hi, 0, count, targets[t], &budget);
+        if (r == 1) return 1;
+        if (r < 0) undecided = 1;
+    }
+    return undecided ? -1 : 0;
 }
 
 flashcl_status flashcl_check_no_overlap(flashcl_context *ctx, const char *output_name, const flashcl_extent *output,
                                         const char *other_name, const flashcl_extent *other) {
-    if (output->root == other->root && output->begin < other->end && other->begin < output->end)
+    if (output->root == other->root && output->begin < other->end && other->begin < output->end &&
+        views_overlap_exactly(output, other) != 0)
         return flashcl_fail(ctx, FLASHCL_ERROR_ALIASING,
                             "output %s overlaps %s (bytes %zu..%zu and %zu..%zu of one buffer)", output_name,
                             other_name, output->begin, output->end, other->begin, other->end);

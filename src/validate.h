@@ -4,11 +4,17 @@
 
 #include "internal.h"
 
-/* The bytes a tensor view may touch, on the root buffer (sub-buffers resolved). */
+/* The bytes a tensor view may touch, on the root buffer (sub-buffers resolved),
+ * and, for a tensor view, its geometry: two views with the same strides can
+ * interleave without sharing a byte (q, k, v of one packed (B, S, 3, H, D)
+ * buffer), which the byte span alone cannot tell. */
 typedef struct flashcl_extent {
     cl_mem root;
-    size_t begin;
-    size_t end;
+    size_t begin; /* byte of element 0 on root */
+    size_t end;   /* one past the last byte */
+    size_t elem_size;  /* 0: a plain byte range, no geometry */
+    size_t sizes[4];   /* (batch, heads, seqlen, dim) */
+    size_t strides[4]; /* in elements; dim's is 1 */
 } flashcl_extent;
 
 /* Shape of a view: (batch, heads, seqlen, dim) with elements of elem_size bytes. */
@@ -24,7 +30,13 @@ flashcl_status flashcl_validate_desc(flashcl_context *ctx, const flashcl_attenti
 flashcl_status flashcl_validate_tensor(flashcl_context *ctx, const char *name, const flashcl_tensor *t,
                                        const flashcl_shape *shape, int is_output, flashcl_extent *extent);
 
-/* FLASHCL_ERROR_ALIASING if the output's bytes overlap the other tensor's. */
+/* The extent of bytes [begin, end) of buffer (a plain byte range; sub-buffers
+ * resolved to their root). The buffer must be valid. */
+void flashcl_byte_extent(cl_mem buffer, size_t begin, size_t end, flashcl_extent *extent);
+
+/* FLASHCL_ERROR_ALIASING if the output's bytes overlap the other's: decided
+ * exactly for two views with the same element size and strides, by byte
+ * spans otherwise. */
 flashcl_status flashcl_check_no_overlap(flashcl_context *ctx, const char *output_name, const flashcl_extent *output,
                                         const char *other_name, const flashcl_extent *other);
 

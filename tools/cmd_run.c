@@ -445,10 +445,12 @@ int flashcl_cmd_run(int argc, char **argv) {
     int failed = setup_context(&s) != 0;
     if (!failed) print_problem(&s);
     failed = failed || create_buffers(&s) != 0 || run_forward(&s) != 0;
-    /* A failed forward check still lets the backward run and report. */
-    int check_failed = !failed && s.options.check && run_check(&s, 0) != 0;
+    /* A failed forward check still lets the backward run and be checked: each
+     * check is run on its own and the outcomes OR'ed, never short-circuited. */
+    const int forward_check_failed = !failed && s.options.check && run_check(&s, 0) != 0;
     failed = failed || (s.backward && run_backward(&s) != 0);
-    check_failed = check_failed || (!failed && s.backward && s.options.check && run_check(&s, 1) != 0);
+    const int backward_check_failed = !failed && s.backward && s.options.check && run_check(&s, 1) != 0;
+    const int check_failed = forward_check_failed || backward_check_failed;
     fflush(stdout);
     free_state(&s);
     return failed || check_failed ? FLASHCL_EXIT_FAILURE : FLASHCL_EXIT_OK;

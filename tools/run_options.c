@@ -1,6 +1,9 @@
 /* run_options.c: parsing and help text of `flashcl run`. */
 #include "run_options.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,9 +94,16 @@ static const path_option PATH_OPTIONS[] = {
 };
 
 static int parse_value_option(const char *name, const char *value, run_options *o) {
+    /* --scale and --dropout reach the library as floats: a value that is
+     * fine as a double but becomes 0 or infinity (scale) or 1 (dropout) in
+     * float would change meaning (scale 0 selects the default) or be
+     * refused by the library as exit 1 instead of a usage error. */
     if (strcmp(name, "--scale") == 0) {
         if (cli_parse_double(value, &o->scale) != 0 || o->scale <= 0.0)
             return usage_error("--scale needs a finite positive number, not '%s'", value);
+        const float as_float = (float)o->scale;
+        if (!(as_float > 0.0f) || isinf(as_float))
+            return usage_error("--scale needs a number that is finite and positive in float32, not '%s'", value);
     } else if (strcmp(name, "--tolerance") == 0) {
         if (cli_parse_double(value, &o->tolerance) != 0 || o->tolerance <= 0.0)
             return usage_error("--tolerance needs a finite positive number, not '%s'", value);
@@ -145,13 +155,16 @@ static int parse_value_option(const char *name, const char *value, run_options *
         if (cli_parse_int(value, 1, 2147483647L, &o->block_size) != 0)
             return usage_error("--block-size needs a positive integer, not '%s'", value);
     } else if (strcmp(name, "--dropout") == 0) {
-        if (cli_parse_double(value, &o->dropout) != 0 || !(o->dropout >= 0.0 && o->dropout < 1.0))
-            return usage_error("--dropout needs a probability in [0, 1), not '%s'", value);
+        if (cli_parse_double(value, &o->dropout) != 0 || !(o->dropout >= 0.0 && (float)o->dropout < 1.0f))
+            return usage_error("--dropout needs a probability in [0, 1) (below 1 in float32), not '%s'", value);
     } else if (strcmp(name, "--seed") == 0) {
         char *end = NULL;
+        errno = 0;
         o->seed = strtoull(value, &end, 0);
-        if (!*value || *value == '-' || !end || *end)
-            return usage_error("--seed needs a non-negative integer, not '%s'", value);
+        /* strtoull saturates at ULLONG_MAX with ERANGE: an overflowed seed
+         * would silently be another one. */
+        if (!isdigit((unsigned char)*value) || !end || *end || errno == ERANGE) /* not " -1", which wraps */
+            return usage_error("--seed needs a non-negative integer below 2^64, not '%s'", value);
     }
     return RUN_PARSE_OK;
 }

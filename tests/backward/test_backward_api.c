@@ -1,6 +1,7 @@
 /* test_backward_api.c: bad inputs, the memory budget and O(N) scratch, events, the host form, finite differences, planning. */
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +180,202 @@ START_TEST(test_wait_list_and_event) {
     bwd_read_results(f.ctx, &small_case, &f.d, &f.h);
     bwd_check_gradients(&small_case, &f.h);
     teardown(&f);
+}
+END_TEST
+
+static cl_mem buffer_of(flashcl_context *ctx, const float *host, size_t count) {
+    cl_int err;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                              count * sizeof(float), (void *)host, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    return m;
+}
+
+static float *nan_floats(size_t count) {
+    float *x = malloc(count * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (size_t i = 0; i < count; ++i) x[i] = NAN;
+    return x;
+}
+
+static float *read_floats(flashcl_context *ctx, cl_mem m, size_t count) {
+    float *x = malloc(count * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_int_eq(clEnqueueReadBuffer(flashcl_context_queue(ctx), m, CL_TRUE, 0, count * sizeof *x, x, 0, NULL,
+                                         NULL),
+                     CL_SUCCESS);
+    return x;
+}
+
+/* Q, K, V and dQ, dK, dV each interleaved in one packed (B, S, Hq + 2 Hkv, D)
+ * buffer, as frameworks keep a fused QKV projection: the gradient views
+ * never share a byte although their spans overlap, so the backward runs,
+ * writes every element of the packed buffer and equals the same call with
+ * separate dQ, dK, dV buffers bit for bit. Views that do share bytes are
+ * still refused. Loop: Hq = Hkv, then GQA (views of different head counts). */
+START_TEST(test_packed_dqkv) {
+    const int batch = 2, seqlen = 37, dim = 16, hq = 2 + 2 * _i, hkv = 2;
+    const size_t rowq = (size_t)hq * dim, rowkv = (size_t)hkv * dim, row = rowq + 2 * rowkv;
+    const size_t packed = (size_t)batch * seqlen * row, room = packed + (size_t)seqlen * row; /* one spare batch */
+    const size_t nq = (size_t)batch * seqlen * rowq, nkv = (size_t)batch * seqlen * rowkv;
+    flashcl_context *ctx = bwd_context();
+    float *host = malloc(packed * sizeof *host), *dout_host = malloc(nq * sizeof *dout_host);
+    ck_assert(host && dout_host);
+    uint32_t state = 12345u;
+    for (size_t i = 0; i < packed; ++i) state = state * 1664525u + 1013904223u, host[i] = (float)(state >> 8) / 8388608.0f - 1.0f;
+    for (size_t i = 0; i < nq; ++i) state = state * 1664525u + 1013904223u, dout_host[i] = (float)(state >> 8) / 8388608.0f - 1.0f;
+    float *poison = nan_floats(room);
+    cl_mem qkv = buffer_of(ctx, host, packed), dout = buffer_of(ctx, dout_host, nq), dqkv = buffer_of(ctx, poison, room);
+    cl_mem o = buffer_of(ctx, poison, nq), lse = buffer_of(ctx, poison, (size_t)batch * hq * seqlen);
+    cl_mem dq = buffer_of(ctx, poison, nq), dk = buffer_of(ctx, poison, nkv), dv = buffer_of(ctx, poison, nkv);
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, batch, hq, seqlen, seqlen, dim);
+    d.heads_kv = hkv;
+    d.causal = 1;
+    const size_t sb = (size_t)seqlen * row;
+    const flashcl_tensor tq = {qkv, 0, sb, dim, row}, tk = {qkv, rowq, sb, dim, row}, tv = {qkv, rowq + rowkv, sb, dim, row};
+    const flashcl_tensor pdq = {dqkv, 0, sb, dim, row}, pdk = {dqkv, rowq, sb, dim, row},
+                         pdv = {dqkv, rowq + rowkv, sb, dim, row};
+    const flashcl_tensor to = flashcl_tensor_contiguous(o, FLASHCL_LAYOUT_BSHD, hq, seqlen, dim),
+                         tdo = flashcl_tensor_contiguous(dout, FLASHCL_LAYOUT_BSHD, hq, seqlen, dim),
+                         tl = flashcl_tensor_lse(lse, hq, seqlen),
+                         sdq = flashcl_tensor_contiguous(dq, FLASHCL_LAYOUT_BSHD, hq, seqlen, dim),
+                         sdk = flashcl_tensor_contiguous(dk, FLASHCL_LAYOUT_BSHD, hkv, seqlen, dim),
+                         sdv = flashcl_tensor_contiguous(dv, FLASHCL_LAYOUT_BSHD, hkv, seqlen, dim);
+    ck_assert_msg(flashcl_forward(ctx, &d, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL) == FLASHCL_SUCCESS, "%s",
+                  flashcl_last_error(ctx));
+
+    /* Genuine overlaps: dK one element into dQ's columns; dV in the next
+     * batch's rows (its spans overlap dQ's only through the batch stride). */
+    flashcl_tensor bad = pdk;
+    bad.offset = rowq - 1;
+    ck_assert_int_eq(flashcl_backward(ctx, &d, &tq, &tk, &tv, &to, &tl, &tdo, &pdq, &bad, &pdv, 0, NULL, NULL),
+                     FLASHCL_ERROR_ALIASING);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "overlaps"));
+    bad = pdv;
+    bad.offset = sb;
+    ck_assert_int_eq(flashcl_backward(ctx, &d, &tq, &tk, &tv, &to, &tl, &tdo, &pdq, &pdk, &bad, 0, NULL, NULL),
+                     FLASHCL_ERROR_ALIASING);
+    ck_assert_int_eq(clFinish(flashcl_context_queue(ctx)), CL_SUCCESS);
+    float *untouched = read_floats(ctx, dqkv, room);
+    for (size_t i = 0; i < room; ++i) ck_assert_msg(isnan(untouched[i]), "a refused call wrote element %zu", i);
+    free(untouched);
+
+    ck_assert_msg(flashcl_backward(ctx, &d, &tq, &tk, &tv, &to, &tl, &tdo, &sdq, &sdk, &sdv, 0, NULL, NULL) ==
+                      FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    ck_assert_msg(flashcl_backward(ctx, &d, &tq, &tk, &tv, &to, &tl, &tdo, &pdq, &pdk, &pdv, 0, NULL, NULL) ==
+                      FLASHCL_SUCCESS,
+                  "packed dQKV refused: %s", flashcl_last_error(ctx));
+    float *p = read_floats(ctx, dqkv, room), *gq = read_floats(ctx, dq, nq), *gk = read_floats(ctx, dk, nkv),
+          *gv = read_floats(ctx, dv, nkv);
+    for (size_t r = 0; r < (size_t)batch * seqlen; ++r) {
+        const float *at = p + r * row;
+        ck_assert_msg(memcmp(at, gq + r * rowq, rowq * sizeof(float)) == 0, "dQ of packed row %zu differs", r);
+        ck_assert_msg(memcmp(at + rowq, gk + r * rowkv, rowkv * sizeof(float)) == 0, "dK of packed row %zu differs", r);
+        ck_assert_msg(memcmp(at + rowq + rowkv, gv + r * rowkv, rowkv * sizeof(float)) == 0,
+                      "dV of packed row %zu differs", r);
+    }
+    for (size_t i = 0; i < packed; ++i) ck_assert_msg(isfinite(p[i]), "packed element %zu not written", i);
+    for (size_t i = packed; i < room; ++i) ck_assert_msg(isnan(p[i]), "element %zu past the views written", i);
+    free(p), free(gq), free(gk), free(gv);
+    cl_mem all[] = {qkv, dout, dqkv, o, lse, dq, dk, dv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    free(host), free(dout_host), free(poison);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+/* The overlap test of outputs sharing one buffer with the same strides is
+ * exact: random interleavings (strides with room for three rows side by
+ * side, offsets in or across those slots) are refused exactly when two of
+ * dQ, dK, dV share an element, as counted element by element here. Loop:
+ * Hq = Hkv, then GQA. */
+START_TEST(test_interleaved_outputs_overlap_exactly) {
+    const int batch = 2, hq = 2, hkv = 2 - _i, seqlen = 3, dim = 4;
+    flashcl_context *ctx = bwd_context();
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, batch, hq, seqlen, seqlen, dim);
+    d.heads_kv = hkv;
+    const size_t nq = (size_t)batch * hq * seqlen * dim, nkv = (size_t)batch * hkv * seqlen * dim;
+    float *zeros = calloc(nq, sizeof *zeros);
+    ck_assert_ptr_nonnull(zeros);
+    cl_mem in_q = buffer_of(ctx, zeros, nq), in_kv = buffer_of(ctx, zeros, nkv),
+           in_lse = buffer_of(ctx, zeros, (size_t)batch * hq * seqlen);
+    free(zeros);
+    const flashcl_tensor tq = flashcl_tensor_contiguous(in_q, FLASHCL_LAYOUT_BHSD, hq, seqlen, dim),
+                         tkv = flashcl_tensor_contiguous(in_kv, FLASHCL_LAYOUT_BHSD, hkv, seqlen, dim),
+                         tl = flashcl_tensor_lse(in_lse, hq, seqlen);
+    uint32_t state = 777u + (uint32_t)_i;
+#define RANDOM(n) (state = state * 1664525u + 1013904223u, (size_t)((state >> 8) % (uint32_t)(n)))
+    int refused = 0, accepted = 0;
+    for (int trial = 0; trial < 80; ++trial) {
+        /* Strides in a random nesting order of (batch, head, seq), each past the span of the inner ones. */
+        const size_t sizes[3] = {(size_t)batch, (size_t)hq, (size_t)seqlen};
+        size_t order[3] = {0, 1, 2};
+        for (int i = 2; i > 0; --i) {
+            const size_t j = RANDOM(i + 1), t = order[i];
+            order[i] = order[j], order[j] = t;
+        }
+        size_t strides[3], inner = 3 * (size_t)dim + RANDOM(4), span = 0;
+        for (int i = 0; i < 3; ++i) {
+            strides[order[i]] = inner;
+            span = inner * (sizes[order[i]] - 1) + (i == 0 ? inner : span);
+            inner = span + RANDOM(6);
+        }
+        /* Mostly one of three dim-wide slots of the innermost stride (side
+         * by side: no overlap unless two share a slot), sometimes shifted
+         * within a row or by a whole stride. */
+        size_t offsets[3];
+        for (int v = 0; v < 3; ++v) {
+            offsets[v] = RANDOM(3) * (size_t)dim;
+            if (RANDOM(3) == 0) offsets[v] += RANDOM(dim);
+            if (RANDOM(4) == 0) offsets[v] += strides[order[RANDOM(3)]];
+        }
+        const size_t heads[3] = {(size_t)hq, (size_t)hkv, (size_t)hkv};
+        size_t capacity = 0;
+        for (int v = 0; v < 3; ++v) {
+            const size_t last = offsets[v] + (batch - 1) * strides[0] + (heads[v] - 1) * strides[1] +
+                                (seqlen - 1) * strides[2] + dim;
+            if (last > capacity) capacity = last;
+        }
+        /* Which view owns each element; a second owner is an overlap. */
+        unsigned char *owner = calloc(capacity, 1);
+        ck_assert_ptr_nonnull(owner);
+        int overlap = 0;
+        for (int v = 0; v < 3; ++v)
+            for (size_t b = 0; b < (size_t)batch; ++b)
+                for (size_t h = 0; h < heads[v]; ++h)
+                    for (size_t r = 0; r < (size_t)seqlen; ++r)
+                        for (size_t e = 0; e < (size_t)dim; ++e) {
+                            unsigned char *at =
+                                &owner[offsets[v] + b * strides[0] + h * strides[1] + r * strides[2] + e];
+                            if (*at && *at != v + 1) overlap = 1;
+                            *at = (unsigned char)(v + 1);
+                        }
+        free(owner);
+        float *poison = nan_floats(capacity);
+        cl_mem shared = buffer_of(ctx, poison, capacity);
+        free(poison);
+        flashcl_tensor views[3];
+        for (int v = 0; v < 3; ++v) views[v] = (flashcl_tensor){shared, offsets[v], strides[0], strides[1], strides[2]};
+        const flashcl_status st = flashcl_backward(ctx, &d, &tq, &tkv, &tkv, &tq, &tl, &tq, &views[0], &views[1],
+                                                   &views[2], 0, NULL, NULL);
+        ck_assert_msg(st == (overlap ? FLASHCL_ERROR_ALIASING : FLASHCL_SUCCESS),
+                      "trial %d: strides %zu/%zu/%zu, offsets %zu/%zu/%zu: overlap %d but status %s (%s)", trial,
+                      strides[0], strides[1], strides[2], offsets[0], offsets[1], offsets[2], overlap,
+                      flashcl_status_string(st), flashcl_last_error(ctx));
+        ck_assert_int_eq(clFinish(flashcl_context_queue(ctx)), CL_SUCCESS);
+        clReleaseMemObject(shared);
+        if (overlap) ++refused;
+        else ++accepted;
+    }
+#undef RANDOM
+    /* Both outcomes occur, so neither direction of the test is vacuous. */
+    ck_assert_msg(refused >= 5 && accepted >= 5, "refused %d, accepted %d", refused, accepted);
+    cl_mem all[] = {in_q, in_kv, in_lse};
+    for (size_t i = 0; i < 3; ++i) clReleaseMemObject(all[i]);
+    flashcl_context_free(ctx);
 }
 END_TEST
 
@@ -398,6 +595,8 @@ static Suite *backward_api_suite(void) {
     tcase_add_test(tc, test_missing_lse);
     tcase_add_test(tc, test_dq_aliasing_q);
     tcase_add_test(tc, test_dk_overlapping_dv);
+    tcase_add_loop_test(tc, test_packed_dqkv, 0, 2);
+    tcase_add_loop_test(tc, test_interleaved_outputs_overlap_exactly, 0, 2);
     tcase_add_test(tc, test_buffer_too_small);
     tcase_add_test(tc, test_bad_desc_and_plan);
     suite_add_tcase(s, tc);

@@ -247,12 +247,81 @@ START_TEST(test_varlen_bad_inputs_rejected) {
 }
 END_TEST
 
+/* The kernels read cu_seqlens while they write the outputs: an output (O,
+ * LSE, dQ, dK, dV) overlapping either offsets array is refused with
+ * FLASHCL_ERROR_ALIASING before anything runs, and the offsets stay intact. */
+START_TEST(test_varlen_outputs_overlapping_cu_seqlens_rejected) {
+    flashcl_context *ctx = fh_context();
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, 2, 1, 8, 8, 16);
+    const int cu[3] = {0, 5, 12};
+    float *zeros = calloc(1024, sizeof *zeros);
+    ck_assert_ptr_nonnull(zeros);
+    cl_mem in = device_copy(ctx, zeros, 1024 * sizeof(float));
+    /* Each of these buffers holds an offsets array in its first 12 bytes and room for a view after it. */
+    cl_mem shared_q = device_copy(ctx, zeros, 1024 * sizeof(float)), shared_k = device_copy(ctx, zeros, 1024 * sizeof(float));
+    cl_mem outputs = device_copy(ctx, zeros, 1024 * sizeof(float)), cu_alone = device_copy(ctx, cu, sizeof cu);
+    free(zeros);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    ck_assert_int_eq(clEnqueueWriteBuffer(queue, shared_q, CL_TRUE, 0, sizeof cu, cu, 0, NULL, NULL), CL_SUCCESS);
+    ck_assert_int_eq(clEnqueueWriteBuffer(queue, shared_k, CL_TRUE, 0, sizeof cu, cu, 0, NULL, NULL), CL_SUCCESS);
+    /* Packed views of 12 rows of 16 floats: from element 0 or 2 they cover the offsets, from 16 they do not. */
+    const flashcl_tensor t = {in, 0, 0, 16, 16};
+    const flashcl_tensor over_q = {shared_q, 0, 0, 16, 16}, over_k = {shared_k, 2, 0, 16, 16};
+    const flashcl_tensor o = {outputs, 0, 0, 16, 16}, lse = {outputs, 256, 0, 12, 1};
+    const flashcl_tensor dq = {outputs, 300, 0, 16, 16}, dk = {outputs, 500, 0, 16, 16}, dv = {outputs, 700, 0, 16, 16};
+    const flashcl_tensor lse_over_k = {shared_k, 2, 0, 12, 1};
+    flashcl_attention_extras ex;
+    flashcl_attention_extras_init(&ex);
+    ex.cu_seqlens_q = shared_q;
+    ex.cu_seqlens_k = shared_k;
+
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &over_q, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_ALIASING);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "cu_seqlens_q"));
+    ck_assert_int_eq(flashcl_forward_ex(ctx, &d, &ex, &t, &t, &t, &o, &lse_over_k, 0, NULL, NULL),
+                     FLASHCL_ERROR_ALIASING);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "cu_seqlens_k"));
+    ck_assert_int_eq(flashcl_backward_ex(ctx, &d, &ex, &t, &t, &t, &t, &lse, &t, &over_q, &dk, &dv, 0, NULL, NULL),
+                     FLASHCL_ERROR_ALIASING);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "cu_seqlens_q"));
+    ck_assert_int_eq(flashcl_backward_ex(ctx, &d, &ex, &t, &t, &t, &t, &lse, &t, &dq, &over_k, &dv, 0, NULL, NULL),
+                     FLASHCL_ERROR_ALIASING);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "cu_seqlens_k"));
+    ck_assert_int_eq(flashcl_backward_ex(ctx, &d, &ex, &t, &t, &t, &t, &lse, &t, &dq, &dk, &over_k, 0, NULL, NULL),
+                     FLASHCL_ERROR_ALIASING);
+    /* Nothing ran: the offsets are intact. */
+    ck_assert_int_eq(clFinish(queue), CL_SUCCESS);
+    cl_mem shared[2] = {shared_q, shared_k};
+    for (int i = 0; i < 2; ++i) {
+        int back[3];
+        ck_assert_int_eq(clEnqueueReadBuffer(queue, shared[i], CL_TRUE, 0, sizeof back, back, 0, NULL, NULL),
+                         CL_SUCCESS);
+        ck_assert(memcmp(back, cu, sizeof cu) == 0);
+    }
+    /* The same buffers with the views past the offsets are fine, and so are
+     * inputs that overlap them (both are only read). */
+    const flashcl_tensor after_q = {shared_q, 16, 0, 16, 16};
+    ck_assert_msg(flashcl_forward_ex(ctx, &d, &ex, &t, &over_k, &t, &after_q, &lse, 0, NULL, NULL) == FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    ex.cu_seqlens_k = cu_alone;
+    ck_assert_msg(flashcl_backward_ex(ctx, &d, &ex, &t, &t, &t, &t, &lse, &t, &dq, &dk, &dv, 0, NULL, NULL) ==
+                      FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    ck_assert_int_eq(clFinish(queue), CL_SUCCESS);
+    cl_mem all[] = {in, shared_q, shared_k, outputs, cu_alone};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 static Suite *varlen_suite(void) {
     Suite *s = suite_create("varlen");
     TCase *tc = tcase_create("varlen");
     tcase_set_timeout(tc, FH_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_varlen_matches_sequences_alone, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_varlen_bad_inputs_rejected);
+    tcase_add_test(tc, test_varlen_outputs_overlapping_cu_seqlens_rejected);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -123,6 +123,71 @@ START_TEST(test_zero_filled_desc_has_no_window) {
 }
 END_TEST
 
+/* A side at or near INT_MAX means the same as an unbounded one (no key is
+ * that far away): forward and backward must equal the reference with the
+ * equivalent dense mask, and bitwise the call with that side -1, instead of
+ * overflowing the kernels' 32-bit band bounds into an empty band. */
+static const window_case wide_cases[] = {
+    {"37x53 d16 gqa window 4,INT_MAX", 1, 4, 2, 37, 53, 16, 0, 4, 2147483647},
+    {"53x37 d16 window INT_MAX,3", 2, 2, 2, 53, 37, 16, 0, 2147483647, 3},
+    {"40x40 d32 causal window INT_MAX,INT_MAX", 1, 2, 1, 40, 40, 32, 1, 2147483647, 2147483647},
+    {"30x70 d16 window INT_MAX-1,1000000000", 1, 1, 1, 30, 70, 16, 0, 2147483646, 1000000000},
+};
+
+START_TEST(test_window_wide_sides_are_unbounded) {
+    const window_case *w = &wide_cases[_i];
+    const fh_case c = case_of(w);
+    window_case unbounded = *w;
+    if (unbounded.left > 1000) unbounded.left = -1;
+    if (unbounded.right > 1000) unbounded.right = -1;
+    const fh_case u = case_of(&unbounded);
+    flashcl_context *ctx = fh_context();
+    fh_inputs in;
+    fh_inputs_make(&c, 31 + (uint64_t)_i, &in);
+    fh_result r, ru;
+    fh_run(ctx, &c, &in, 1, &r);
+    fh_run(ctx, &u, &in, 1, &ru);
+    uint8_t *mask = fh_dense_mask(&c);
+    fh_check(&c, &in, &r, 1, mask, NULL);
+    ck_assert_msg(memcmp(r.o, ru.o, in.q_count * sizeof(float)) == 0, "%s: O differs from the unbounded side's", w->name);
+    ck_assert(memcmp(r.lse, ru.lse, in.lse_count * sizeof(float)) == 0);
+    ck_assert(memcmp(r.dq, ru.dq, in.q_count * sizeof(float)) == 0);
+    ck_assert(memcmp(r.dk, ru.dk, in.kv_count * sizeof(float)) == 0);
+    ck_assert(memcmp(r.dv, ru.dv, in.kv_count * sizeof(float)) == 0);
+    free(mask);
+    fh_result_free(&r);
+    fh_result_free(&ru);
+    fh_inputs_free(&in);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+/* With a window the kernels' band bounds reach seqlen_q + 2 * seqlen_k and
+ * 2 * seqlen_q + seqlen_k: lengths that would overflow them are refused
+ * (UNSUPPORTED) before the tensors are looked at; without a window the same
+ * lengths pass the desc check. */
+START_TEST(test_window_length_bound) {
+    flashcl_context *ctx = fh_context();
+    cl_int err;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    const flashcl_tensor t = {m, 0, 0, 0, 1};
+    static const int lengths[2][2] = {{1, 1 << 30}, {1 << 30, 1}};
+    for (int i = 0; i < 2; ++i) {
+        flashcl_attention_desc d;
+        flashcl_attention_desc_init(&d, 1, 1, lengths[i][0], lengths[i][1], 1);
+        d.sliding_window = 1;
+        d.window_left = 8;
+        ck_assert_int_eq(flashcl_forward(ctx, &d, &t, &t, &t, &t, NULL, 0, NULL, NULL), FLASHCL_ERROR_UNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "window"));
+        d.sliding_window = 0;
+        ck_assert_int_eq(flashcl_forward(ctx, &d, &t, &t, &t, &t, NULL, 0, NULL, NULL), FLASHCL_ERROR_BUFFER_TOO_SMALL);
+    }
+    clReleaseMemObject(m);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 START_TEST(test_window_bad_values_rejected) {
     flashcl_context *ctx = fh_context();
     flashcl_attention_desc d;
@@ -156,6 +221,8 @@ static Suite *window_suite(void) {
     tcase_add_loop_test(tc, test_window_matches_dense_mask, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_window_forced_plans);
     tcase_add_test(tc, test_window_skips_tiles_outside_band);
+    tcase_add_loop_test(tc, test_window_wide_sides_are_unbounded, 0, (int)(sizeof wide_cases / sizeof wide_cases[0]));
+    tcase_add_test(tc, test_window_length_bound);
     tcase_add_test(tc, test_window_bad_values_rejected);
     tcase_add_test(tc, test_zero_filled_desc_has_no_window);
     suite_add_tcase(s, tc);

@@ -1,5 +1,6 @@
 /* test_forward_errors.c: bad forward calls get their specific status and a message and write nothing; API odds and ends. */
 #include <check.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +233,106 @@ START_TEST(test_null_context) {
     ck_assert(flashcl_last_error(NULL)[0] != '\0');
     ck_assert_int_eq(flashcl_context_force_plan(NULL, FLASHCL_PASS_FORWARD, NULL), FLASHCL_ERROR_INVALID_ARGUMENT);
     flashcl_context_free(NULL); /* accepted */
+}
+END_TEST
+
+/* Every public call given a NULL context returns INVALID_ARGUMENT and leaves
+ * its detail (naming the call and ctx) in flashcl_last_error(NULL), replacing
+ * whatever an earlier failure left there. */
+static void expect_null_ctx_message(flashcl_status got, const char *function) {
+    ck_assert_msg(got == FLASHCL_ERROR_INVALID_ARGUMENT, "%s(NULL): status %s", function, flashcl_status_string(got));
+    const char *message = flashcl_last_error(NULL);
+    ck_assert_msg(strstr(message, function) && strstr(message, "ctx"),
+                  "%s(NULL): flashcl_last_error(NULL) is \"%s\"", function, message);
+}
+
+/* Leaves a message unrelated to ctx in flashcl_last_error(NULL). */
+static void stale_thread_error(void) {
+    ck_assert_int_eq(flashcl_context_create(NULL, NULL), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(strstr(flashcl_last_error(NULL), "ctx"));
+}
+
+START_TEST(test_null_context_messages) {
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, 1, 1, 4, 4, 8);
+    const flashcl_tensor t = {NULL, 0, 0, 0, 0};
+    float x[32] = {0};
+    flashcl_plan plan = {16, 16, 4, 4, 0, 0};
+    flashcl_device_limits limits;
+    flashcl_call_stats stats;
+    double bytes;
+    cl_mem no_mem = NULL;
+#define NULL_CTX(function, ...)                                         \
+    do {                                                                 \
+        stale_thread_error();                                            \
+        expect_null_ctx_message(function(NULL, __VA_ARGS__), #function); \
+    } while (0)
+    NULL_CTX(flashcl_forward, &d, &t, &t, &t, &t, NULL, 0, NULL, NULL);
+    NULL_CTX(flashcl_forward_ex, &d, NULL, &t, &t, &t, &t, NULL, 0, NULL, NULL);
+    NULL_CTX(flashcl_forward_host, &d, FLASHCL_LAYOUT_BHSD, x, x, x, x, NULL);
+    NULL_CTX(flashcl_backward, &d, &t, &t, &t, &t, &t, &t, &t, &t, &t, 0, NULL, NULL);
+    NULL_CTX(flashcl_backward_ex, &d, NULL, &t, &t, &t, &t, &t, &t, &t, &t, &t, 0, NULL, NULL);
+    NULL_CTX(flashcl_backward_host, &d, FLASHCL_LAYOUT_BHSD, x, x, x, x, x, NULL, x, x, x);
+    NULL_CTX(flashcl_dropout_mask, &d, no_mem, 0, 0, NULL, NULL);
+    NULL_CTX(flashcl_context_set_impl, FLASHCL_IMPL_FLASH);
+    NULL_CTX(flashcl_context_set_memory_budget, 0);
+    NULL_CTX(flashcl_last_call_stats, &stats);
+    NULL_CTX(flashcl_predict_global_bytes, FLASHCL_IMPL_FLASH, FLASHCL_PASS_FORWARD, &d, &bytes);
+    NULL_CTX(flashcl_context_limits, &limits);
+    NULL_CTX(flashcl_context_force_plan, FLASHCL_PASS_FORWARD, &plan);
+    NULL_CTX(flashcl_context_plan, FLASHCL_PASS_FORWARD, &d, &plan);
+#undef NULL_CTX
+    /* The context-free calls report there too. */
+    stale_thread_error();
+    ck_assert_int_eq(flashcl_query_device_limits(NULL, &limits), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(NULL), "flashcl_query_device_limits"));
+    stale_thread_error();
+    ck_assert_int_eq(flashcl_plan_choose(NULL, FLASHCL_PASS_FORWARD, 64, FLASHCL_DTYPE_F32, 0, &plan),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(NULL), "flashcl_plan_choose"));
+    const flashcl_device_limits tiny = {64, 1, 1, 1};
+    stale_thread_error();
+    ck_assert_int_eq(flashcl_plan_choose(&tiny, FLASHCL_PASS_FORWARD, 256, FLASHCL_DTYPE_F32, 0, &plan),
+                     FLASHCL_ERROR_PLAN);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(NULL), "no forward tile plan"));
+}
+END_TEST
+
+/* flashcl_last_call_stats before any call succeeded, or without somewhere
+ * to write: INVALID_ARGUMENT with the reason in flashcl_last_error(ctx). */
+START_TEST(test_last_call_stats_without_a_call) {
+    flashcl_context *ctx = ts_context();
+    flashcl_call_stats stats;
+    ck_assert_int_eq(flashcl_last_call_stats(ctx, &stats), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(flashcl_last_error(ctx), "no flashcl_forward") != NULL, "message \"%s\"",
+                  flashcl_last_error(ctx));
+    ck_assert_int_eq(flashcl_last_call_stats(ctx, NULL), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "stats is NULL"));
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+/* The kernels take (batch, head) from a 32-bit group id: batch x heads_q
+ * must stay below 2^31, checked (UNSUPPORTED) before the tensors are. */
+START_TEST(test_batch_heads_bound) {
+    flashcl_context *ctx = ts_context();
+    cl_int err;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    const flashcl_tensor t = flashcl_tensor_contiguous(m, FLASHCL_LAYOUT_BHSD, 1, 1, 1);
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, 1 << 16, 1 << 15, 1, 1, 1); /* 2^31 pairs */
+    ck_assert_int_eq(flashcl_forward(ctx, &d, &t, &t, &t, &t, NULL, 0, NULL, NULL), FLASHCL_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "batch x heads_q"));
+    double bytes;
+    ck_assert_int_eq(flashcl_predict_global_bytes(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_FORWARD, &d, &bytes),
+                     FLASHCL_ERROR_UNSUPPORTED);
+    d.heads_kv = 1 << 14; /* GQA: still batch x heads_q pairs of query heads */
+    ck_assert_int_eq(flashcl_forward(ctx, &d, &t, &t, &t, &t, NULL, 0, NULL, NULL), FLASHCL_ERROR_UNSUPPORTED);
+    flashcl_attention_desc_init(&d, 1 << 16, (1 << 15) - 1, 1, 1, 1); /* below 2^31: on to the tensors */
+    ck_assert_int_eq(flashcl_forward(ctx, &d, &t, &t, &t, &t, NULL, 0, NULL, NULL), FLASHCL_ERROR_BUFFER_TOO_SMALL);
+    clReleaseMemObject(m);
+    flashcl_context_free(ctx);
 }
 END_TEST
 
@@ -618,6 +719,53 @@ START_TEST(test_context_from_callers_queue) {
 }
 END_TEST
 
+/* flashcl_forward_host on a context wrapping an out-of-order queue: the
+ * read-back must wait for the kernel (several runs, outputs poisoned with
+ * NaN each time). Devices without out-of-order queues (rusticl) skip it. */
+START_TEST(test_forward_host_out_of_order_queue) {
+    flashcl_context *probe = ts_context();
+    cl_device_id device = flashcl_context_device(probe);
+    cl_command_queue_properties props = 0;
+    ck_assert_int_eq(clGetDeviceInfo(device, CL_DEVICE_QUEUE_PROPERTIES, sizeof props, &props, NULL), CL_SUCCESS);
+    if (!(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
+        flashcl_context_free(probe);
+        return;
+    }
+    cl_int err;
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    cl_command_queue queue = clCreateCommandQueue(flashcl_context_cl_context(probe), device,
+                                                  CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+    ck_assert_int_eq(err, CL_SUCCESS);
+    flashcl_context *ctx = NULL;
+    ck_assert_int_eq(flashcl_context_create_from_queue(&ctx, queue, NULL), FLASHCL_SUCCESS);
+    clReleaseCommandQueue(queue);
+    /* Large enough that the kernel is still running when an unordered read would start. */
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, 1, 8, 256, 256, 64);
+    ts_problem p;
+    ts_problem_init(&p, &d, 2024, 1.0f);
+    float *o = malloc(p.q_count * sizeof(float)), *lse = malloc(p.lse_count * sizeof(float));
+    ck_assert(o && lse);
+    for (int run = 0; run < 4; ++run) {
+        for (size_t i = 0; i < p.q_count; ++i) o[i] = NAN;
+        for (size_t i = 0; i < p.lse_count; ++i) lse[i] = NAN;
+        ck_assert_msg(flashcl_forward_host(ctx, &d, FLASHCL_LAYOUT_BHSD, p.q, p.k, p.v, o, lse) == FLASHCL_SUCCESS,
+                      "%s", flashcl_last_error(ctx));
+        ts_check_forward(&p, o, lse, "forward_host on an out-of-order queue");
+    }
+    free(o), free(lse);
+    ts_problem_free(&p);
+    flashcl_context_free(ctx);
+    flashcl_context_free(probe);
+}
+END_TEST
+
 static Suite *errors_suite(void) {
     Suite *s = suite_create("forward_errors");
     TCase *tc = tcase_create("bad_inputs");
@@ -625,6 +773,9 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, test_valid_call_succeeds);
     tcase_add_loop_test(tc, test_bad_call, 0, BAD_COUNT);
     tcase_add_test(tc, test_null_context);
+    tcase_add_test(tc, test_null_context_messages);
+    tcase_add_test(tc, test_last_call_stats_without_a_call);
+    tcase_add_test(tc, test_batch_heads_bound);
     tcase_add_test(tc, test_buffer_of_another_context);
     tcase_add_test(tc, test_sub_buffers);
     tcase_add_loop_test(tc, test_forced_plan_too_big, 0, 2);
@@ -639,6 +790,7 @@ static Suite *errors_suite(void) {
     tcase_add_test(api, test_missing_kernel_dir);
     tcase_add_test(api, test_broken_kernel_source);
     tcase_add_test(api, test_context_from_callers_queue);
+    tcase_add_test(api, test_forward_host_out_of_order_queue);
     suite_add_tcase(s, api);
     return s;
 }

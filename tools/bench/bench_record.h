@@ -33,6 +33,7 @@ typedef struct bench_record {
     double varlen_tokens;  /* sum of the lengths (the padded batch holds B x N) */
     int ok;            /* the measurement ran */
     int out_of_memory; /* it failed for lack of device memory */
+    int unsupported;   /* the implementation cannot run this configuration (standard with f16/bf16) */
     int check_failed;  /* max_abs_err exceeded the tolerance */
     char status[160];  /* "ok" or what went wrong */
 } bench_record;

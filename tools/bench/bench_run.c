@@ -109,6 +109,7 @@ static void fill_identity(const bench_timing_request *r, bench_record *record) {
 static void record_failure(bench_record *record, flashcl_status status, const char *detail) {
     record->ok = 0;
     record->out_of_memory = status == FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY;
+    record->unsupported = status == FLASHCL_ERROR_UNSUPPORTED;
     snprintf(record->status, sizeof record->status, "%s", flashcl_status_string(status));
     fprintf(stderr, "%sflashcl bench: N=%d %s %s: %s%s%s\n", isatty(STDERR_FILENO) ? "\r\033[K" : "",
             record->seqlen, bench_impl_name(record->impl), bench_direction_name(record->direction),
