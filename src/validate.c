@@ -44,6 +44,15 @@ flashcl_status flashcl_validate_desc(flashcl_context *ctx, const flashcl_attenti
                                 "(seqlen_q %d, seqlen_k %d): the kernels' band bounds are 32-bit",
                                 desc->seqlen_q, desc->seqlen_k);
     }
+    /* Without a window the kernels' bounds still step in 32-bit int past a
+     * sequence by up to one block (at most 1024 rows, plan_check's limit):
+     * causal ends such as q0 + block_q + seqlen_k - seqlen_q and starts such
+     * as k0 - (seqlen_k - seqlen_q) stay below seqlen_q + seqlen_k + 1024. */
+    if ((size_t)desc->seqlen_q + (size_t)desc->seqlen_k + 1024 > INT32_MAX)
+        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                            "seqlen_q + seqlen_k (%d + %d) must stay below 2^31 - 1024: the kernels' row and key "
+                            "bounds are 32-bit",
+                            desc->seqlen_q, desc->seqlen_k);
     /* The kernels take (batch, head) from get_group_id as a 32-bit int. */
     if ((size_t)desc->batch * (size_t)desc->heads_q > INT32_MAX)
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,

@@ -336,6 +336,26 @@ START_TEST(test_batch_heads_bound) {
 }
 END_TEST
 
+/* Row and key bounds are 32-bit in the kernels: seqlen_q + seqlen_k + 1024
+ * must stay below 2^31, checked (UNSUPPORTED) before the tensors are. */
+START_TEST(test_sequence_length_bound) {
+    flashcl_context *ctx = ts_context();
+    cl_int err;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    const flashcl_tensor t = flashcl_tensor_contiguous(m, FLASHCL_LAYOUT_BHSD, 1, 1, 1);
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, 1, 1, 1 << 30, (1 << 30) - 1023, 1); /* sum + 1024 = 2^31 + 1 */
+    d.causal = 1;
+    ck_assert_int_eq(flashcl_forward(ctx, &d, &t, &t, &t, &t, NULL, 0, NULL, NULL), FLASHCL_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "seqlen_q + seqlen_k"));
+    flashcl_attention_desc_init(&d, 1, 1, 1 << 30, (1 << 30) - 1025, 1); /* just below: on to the tensors */
+    ck_assert_int_eq(flashcl_forward(ctx, &d, &t, &t, &t, &t, NULL, 0, NULL, NULL), FLASHCL_ERROR_BUFFER_TOO_SMALL);
+    clReleaseMemObject(m);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* A buffer of another cl_context (same device) is refused before OpenCL sees it. */
 START_TEST(test_buffer_of_another_context) {
     flashcl_context *ctx = ts_context();
@@ -776,6 +796,7 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, test_null_context_messages);
     tcase_add_test(tc, test_last_call_stats_without_a_call);
     tcase_add_test(tc, test_batch_heads_bound);
+    tcase_add_test(tc, test_sequence_length_bound);
     tcase_add_test(tc, test_buffer_of_another_context);
     tcase_add_test(tc, test_sub_buffers);
     tcase_add_loop_test(tc, test_forced_plan_too_big, 0, 2);
