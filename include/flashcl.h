@@ -315,12 +315,28 @@ typedef struct flashcl_attention_extras {
      * column j of sequence b are positions inside sequence b), shaped by the
      * desc's maxima (ceil(seqlen_q / block_size), ceil(seqlen_k /
      * block_size)) and shared by every sequence: a shorter sequence uses its
-     * top-left part. Validation reads both arrays
-     * back with a blocking clEnqueueReadBuffer (after the call's wait list)
-     * to check cu[0] = 0, monotonicity, each length <= the desc maximum and
-     * that the packed tensors fit their buffers. */
+     * top-left part. Validation checks cu[0] = 0, monotonicity, each
+     * length <= the desc maximum and that the packed tensors fit their
+     * buffers; without host copies (below) it reads both arrays back with a
+     * blocking clEnqueueReadBuffer after the call's wait list, so the call
+     * returns only once the wait list has completed. */
     cl_mem cu_seqlens_q;
     cl_mem cu_seqlens_k;
+    /* Optional host copies of the two offset arrays (batch + 1 int32 each),
+     * both or neither, and only with cu_seqlens_q / cu_seqlens_k. Given,
+     * validation checks them instead of reading the buffers back (the same
+     * checks and messages) and takes total_q / total_k from them: the call
+     * never waits for its wait list, so the offsets may still be being
+     * written by work it waits for. They are read during the call only, not
+     * kept. The caller promises that the buffers hold the same values when
+     * the kernels run; the library cannot check this without the blocking
+     * read. If they differ the results are undefined, as with any buffer
+     * changed under a running call, and the library's bounds no longer hold:
+     * the kernels take each sequence's rows from the device offsets, so they
+     * may read and write outside the validated packed extents (and outside
+     * the buffers). NULL: read the buffers back. */
+    const int32_t *cu_seqlens_q_host;
+    const int32_t *cu_seqlens_k_host;
 } flashcl_attention_extras;
 
 /* Sets every extra to its default (none). */

@@ -13,9 +13,10 @@ typedef struct flashcl_varlen {
     flashcl_attention_desc packed;  /* desc as one sequence of total rows: the shapes to validate views with */
 } flashcl_varlen;
 
-/* Checks extras' cu_seqlens (both or neither, context, size) and reads them
- * back (blocking, after the wait list) to check their contents; run before
- * the tensors are validated. *shape_desc is the desc to validate the
+/* Checks extras' cu_seqlens (both or neither, context, size) and their
+ * contents: those of the host copies when both are given (nothing waits), else
+ * the buffers read back (blocking, after the wait list); run before the
+ * tensors are validated. *shape_desc is the desc to validate the
  * tensors against: desc itself, or the packed one. */
 flashcl_status flashcl_varlen_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                       const flashcl_attention_extras *extras, cl_uint num_events,

@@ -122,6 +122,10 @@ static int create_buffers(run_state *s) {
         }
         s->extras.cu_seqlens_q = s->cu_q;
         s->extras.cu_seqlens_k = s->cu_k;
+        /* The buffers were just made from these arrays, so the host copies
+         * match them: the calls check these instead of a blocking read-back. */
+        s->extras.cu_seqlens_q_host = s->inputs.cu_q.data;
+        s->extras.cu_seqlens_k_host = s->inputs.cu_k.data;
     }
     return 0;
 }

@@ -95,6 +95,6 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
                  "max|diff| = max abs difference between flash and standard outputs on the same inputs.\n");
     if (o->varlen)
         fprintf(out, "varlen: speedup = padded ms / varlen ms; GFLOP needed = the FLOP formula summed over the\n"
-                     "real lengths, TFLOP/s = GFLOP needed / varlen ms; the packed call's time includes its\n"
-                     "blocking read-back of the offsets; packed results are not compared (tests cover them).\n");
+                     "real lengths, TFLOP/s = GFLOP needed / varlen ms; the packed calls get host copies of the\n"
+                     "offsets (no blocking read-back); packed results are not compared (tests cover them).\n");
 }

@@ -52,17 +52,19 @@ flashcl_status bench_varlen_create(flashcl_context *ctx, const bench_options *o,
     out->cu_seqlens = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                                      ((size_t)batch + 1) * sizeof *cu, cu, &err);
     free(lengths);
-    free(cu);
     if (err != CL_SUCCESS) {
+        free(cu);
         memset(out, 0, sizeof *out);
         snprintf(message, message_size, "clCreateBuffer for the sequence offsets failed (OpenCL error %d)", (int)err);
         return FLASHCL_ERROR_OPENCL;
     }
+    out->cu_host = cu;
     return FLASHCL_SUCCESS;
 }
 
 void bench_varlen_release(bench_varlen_batch *b) {
     if (b->cu_seqlens) clReleaseMemObject(b->cu_seqlens);
+    free(b->cu_host);
     memset(b, 0, sizeof *b);
 }
 

@@ -3,6 +3,7 @@
 #define FLASHCL_TOOLS_BENCH_VARLEN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "bench_buffers.h"
 #include "bench_options.h"
@@ -13,6 +14,7 @@
 typedef struct bench_varlen_batch {
     int batch, longest, total;
     cl_mem cu_seqlens; /* batch + 1 int32 offsets, for cu_seqlens_q and cu_seqlens_k */
+    int32_t *cu_host;  /* the same offsets on the host (malloc'ed): the calls' host copies, so they never block */
     double flops[2];   /* indexed by bench_direction: bench_flops summed over the sequences */
     double padded_flops[2]; /* bench_flops of the padded batch (B sequences of N) */
 } bench_varlen_batch;
@@ -24,7 +26,7 @@ typedef struct bench_varlen_batch {
 void bench_varlen_lengths(const bench_options *o, int seqlen, int batch, int *lengths);
 
 /* Draws the lengths for the padded problem (B sequences of N) and uploads
- * their offsets. On failure *out is zeroed and message says why. */
+ * their offsets, keeping a host copy. On failure *out is zeroed and message says why. */
 flashcl_status bench_varlen_create(flashcl_context *ctx, const bench_options *o, const flashcl_attention_desc *padded,
                                    bench_varlen_batch *out, char *message, size_t message_size);
 void bench_varlen_release(bench_varlen_batch *b);
