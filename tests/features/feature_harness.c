@@ -195,3 +195,60 @@ void fh_check(const fh_case *c, const fh_inputs *in, const fh_result *r, int bac
     free(gold);
     free(low);
 }
+
+void fh_check_forced_plans(const fh_case *c, uint64_t seed) {
+    static const flashcl_plan forward_plans[] = {{16, 16, 4, 4, 0, 0}, {32, 64, 8, 8, 0, 0}, {8, 32, 2, 16, 0, 0}};
+    static const flashcl_plan backward_plans[] = {{16, 16, 4, 4, 0, 0}, {16, 32, 4, 8, 0, 0}, {8, 32, 8, 4, 0, 0}};
+    fh_inputs in;
+    fh_inputs_make(c, seed, &in);
+    uint8_t *mask = fh_dense_mask(c);
+    for (int p = 0; p < 3; ++p) {
+        flashcl_context *ctx = fh_context();
+        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &forward_plans[p]), FLASHCL_SUCCESS);
+        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, &backward_plans[p]), FLASHCL_SUCCESS);
+        fh_result r;
+        fh_run(ctx, c, &in, 1, &r);
+        fh_check(c, &in, &r, 1, mask, NULL);
+        fh_result_free(&r);
+        flashcl_context_free(ctx);
+    }
+    free(mask);
+    fh_inputs_free(&in);
+}
+
+int fh_max_len(const int *len, int n) {
+    int m = 0;
+    for (int b = 0; b < n; ++b) m = len[b] > m ? len[b] : m;
+    return m;
+}
+
+int fh_cu_offsets(const int *len, int n, int *cu) {
+    cu[0] = 0;
+    for (int b = 0; b < n; ++b) cu[b + 1] = cu[b] + len[b];
+    return cu[n];
+}
+
+flashcl_attention_desc fh_varlen_desc(const fh_varlen_case *v, int batch, int sq, int sk, uint64_t seed) {
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, batch, v->heads_q, sq, sk, v->head_dim);
+    d.heads_kv = v->heads_kv;
+    d.causal = v->causal;
+    if (v->window_left >= 0 || v->window_right >= 0) {
+        d.sliding_window = 1;
+        d.window_left = v->window_left;
+        d.window_right = v->window_right;
+    }
+    d.dropout_p = v->dropout_p;
+    d.dropout_seed = seed;
+    return d;
+}
+
+void fh_expect_close_in_sequence(const char *c, const char *what, int b, size_t i, float got, float want) {
+    if (isinf(want) || isinf(got)) {
+        ck_assert_msg(got == want, "%s: %s of sequence %d [%zu]: %g, expected %g", c, what, b, i, (double)got,
+                      (double)want);
+        return;
+    }
+    ck_assert_msg(fabsf(got - want) <= 2e-4f + 2e-4f * fabsf(want), "%s: %s of sequence %d [%zu]: %.7g, expected %.7g",
+                  c, what, b, i, (double)got, (double)want);
+}

@@ -59,4 +59,32 @@ uint8_t *fh_dense_mask(const fh_case *c);
 void fh_check(const fh_case *c, const fh_inputs *in, const fh_result *r, int backward, const uint8_t *mask,
               const uint8_t *keep);
 
+/* Forward and backward of c under three forced tile plans (small tiles
+ * with many boundary and skipped tiles, wide ones, narrow ones), each judged
+ * by fh_check against the case's dense mask; inputs from `seed`. */
+void fh_check_forced_plans(const fh_case *c, uint64_t seed);
+
+/* Packed variable-length batches (the varlen suites). */
+#define FH_MAX_SEQS 8
+
+/* One packed problem: per-sequence lengths and the desc's features. */
+typedef struct fh_varlen_case {
+    const char *name;
+    int batch, heads_q, heads_kv, head_dim, causal;
+    int len_q[FH_MAX_SEQS], len_k[FH_MAX_SEQS];
+    int extra_max;                 /* added to the longest lengths for desc->seqlen_q / seqlen_k */
+    int window_left, window_right; /* both -1: no window */
+    float dropout_p;
+} fh_varlen_case;
+
+/* The longest of n lengths. */
+int fh_max_len(const int *len, int n);
+/* Cumulative offsets of n lengths into cu (n + 1 entries); returns the total. */
+int fh_cu_offsets(const int *len, int n, int *cu);
+/* v's desc for `batch` sequences of at most sq x sk rows; dropout keyed by seed. */
+flashcl_attention_desc fh_varlen_desc(const fh_varlen_case *v, int batch, int sq, int sk, uint64_t seed);
+/* Element i of sequence b of case c: got within 2e-4 absolute + 2e-4
+ * relative of want (infinities exactly equal). */
+void fh_expect_close_in_sequence(const char *c, const char *what, int b, size_t i, float got, float want);
+
 #endif

@@ -76,24 +76,8 @@ START_TEST(test_block_sparse_forced_plans) {
     fh_case c = case_of(&w);
     uint8_t *block_mask = random_block_mask(&c, 3, &c.mask_bytes);
     c.block_mask = block_mask;
-    static const flashcl_plan forward_plans[] = {{16, 16, 4, 4, 0, 0}, {32, 64, 8, 8, 0, 0}, {8, 32, 2, 16, 0, 0}};
-    static const flashcl_plan backward_plans[] = {{16, 16, 4, 4, 0, 0}, {16, 32, 4, 8, 0, 0}, {8, 32, 8, 4, 0, 0}};
-    fh_inputs in;
-    fh_inputs_make(&c, 8, &in);
-    uint8_t *mask = fh_dense_mask(&c);
-    for (int p = 0; p < 3; ++p) {
-        flashcl_context *ctx = fh_context();
-        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &forward_plans[p]), FLASHCL_SUCCESS);
-        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, &backward_plans[p]), FLASHCL_SUCCESS);
-        fh_result r;
-        fh_run(ctx, &c, &in, 1, &r);
-        fh_check(&c, &in, &r, 1, mask, NULL);
-        fh_result_free(&r);
-        flashcl_context_free(ctx);
-    }
-    free(mask);
+    fh_check_forced_plans(&c, 8);
     free(block_mask);
-    fh_inputs_free(&in);
 }
 END_TEST
 

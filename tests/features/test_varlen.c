@@ -6,39 +6,16 @@
 
 #include "feature_harness.h"
 
-#define MAX_SEQS 8
-
-typedef struct varlen_case {
-    const char *name;
-    int batch, heads_q, heads_kv, head_dim, causal;
-    int len_q[MAX_SEQS], len_k[MAX_SEQS];
-    int extra_max; /* added to the largest lengths for desc->seqlen_q / seqlen_k */
-    int window_left, window_right; /* both -1: no window */
-    float dropout_p;
-} varlen_case;
-
 /* Odd lengths around tile sizes, empty sequences on either side, GQA,
  * Sq != Sk per sequence (bottom-right alignment), a desc maximum above the
  * real one, and window + dropout applied per sequence. */
-static const varlen_case cases[] = {
+static const fh_varlen_case cases[] = {
     {"1,37,64,0,100 d32", 5, 2, 2, 32, 0, {1, 37, 64, 0, 100}, {1, 37, 64, 0, 100}, 0, -1, -1, 0.0f},
     {"1,37,64,0,100 d40 causal gqa", 5, 4, 2, 40, 1, {1, 37, 64, 0, 100}, {1, 37, 64, 0, 100}, 0, -1, -1, 0.0f},
     {"q!=k causal mqa d64 empty k", 4, 2, 1, 64, 1, {5, 70, 0, 33}, {50, 20, 9, 0}, 7, -1, -1, 0.0f},
     {"window 16,4 dropout 0.2 d16", 3, 2, 2, 16, 0, {60, 3, 129}, {80, 3, 100}, 0, 16, 4, 0.2f},
     {"single long causal d59", 2, 3, 1, 59, 1, {200, 17}, {200, 130}, 0, -1, -1, 0.0f},
 };
-
-static int prefix(const int *len, int n, int *cu) {
-    cu[0] = 0;
-    for (int b = 0; b < n; ++b) cu[b + 1] = cu[b] + len[b];
-    return cu[n];
-}
-
-static int max_of(const int *len, int n) {
-    int m = 0;
-    for (int b = 0; b < n; ++b) m = len[b] > m ? len[b] : m;
-    return m;
-}
 
 static float *random_floats(size_t n, unsigned *state) {
     float *x = malloc((n ? n : 1) * sizeof *x);
@@ -50,60 +27,24 @@ static float *random_floats(size_t n, unsigned *state) {
     return x;
 }
 
+/* The harness's buffers and read-back, on a context. */
 static cl_mem device_copy(flashcl_context *ctx, const void *host, size_t bytes) {
-    cl_int err;
-    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes,
-                              (void *)host, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
-    return m;
+    return fh_buffer(flashcl_context_cl_context(ctx), bytes, host);
 }
 
-static cl_mem nan_buffer(flashcl_context *ctx, size_t count) {
-    float *nan_fill = malloc(count * sizeof *nan_fill);
-    for (size_t i = 0; i < count; ++i) nan_fill[i] = NAN;
-    cl_mem m = device_copy(ctx, nan_fill, count * sizeof(float));
-    free(nan_fill);
-    return m;
+static cl_mem nan_buffer(flashcl_context *ctx, size_t count) { /* poisoned: unwritten elements stay NaN */
+    return fh_buffer(flashcl_context_cl_context(ctx), count * sizeof(float), NULL);
 }
 
 static float *read_back(flashcl_context *ctx, cl_mem m, size_t count) {
-    float *x = malloc(count * sizeof *x);
-    ck_assert_int_eq(clEnqueueReadBuffer(flashcl_context_queue(ctx), m, CL_TRUE, 0, count * sizeof *x, x, 0, NULL,
-                                         NULL),
-                     CL_SUCCESS);
-    return x;
-}
-
-static void expect_close(const char *c, const char *what, int b, size_t i, float got, float want) {
-    if (isinf(want) || isinf(got)) {
-        ck_assert_msg(got == want, "%s: %s of sequence %d [%zu]: %g, expected %g", c, what, b, i, (double)got,
-                      (double)want);
-        return;
-    }
-    ck_assert_msg(fabsf(got - want) <= 2e-4f + 2e-4f * fabsf(want), "%s: %s of sequence %d [%zu]: %.7g, expected %.7g",
-                  c, what, b, i, (double)got, (double)want);
-}
-
-static flashcl_attention_desc desc_of(const varlen_case *v, int batch, int sq, int sk) {
-    flashcl_attention_desc d;
-    flashcl_attention_desc_init(&d, batch, v->heads_q, sq, sk, v->head_dim);
-    d.heads_kv = v->heads_kv;
-    d.causal = v->causal;
-    if (v->window_left >= 0 || v->window_right >= 0) {
-        d.sliding_window = 1;
-        d.window_left = v->window_left;
-        d.window_right = v->window_right;
-    }
-    d.dropout_p = v->dropout_p;
-    d.dropout_seed = 1234;
-    return d;
+    return fh_read_floats(flashcl_context_queue(ctx), m, count);
 }
 
 START_TEST(test_varlen_matches_sequences_alone) {
-    const varlen_case *v = &cases[_i];
+    const fh_varlen_case *v = &cases[_i];
     const int n = v->batch, H = v->heads_q, Hk = v->heads_kv, D = v->head_dim;
-    int cu_q[MAX_SEQS + 1], cu_k[MAX_SEQS + 1];
-    const int total_q = prefix(v->len_q, n, cu_q), total_k = prefix(v->len_k, n, cu_k);
+    int cu_q[FH_MAX_SEQS + 1], cu_k[FH_MAX_SEQS + 1];
+    const int total_q = fh_cu_offsets(v->len_q, n, cu_q), total_k = fh_cu_offsets(v->len_k, n, cu_k);
     const size_t nq = (size_t)total_q * H * D, nk = (size_t)total_k * Hk * D, nl = (size_t)total_q * H;
     unsigned state = 77u + (unsigned)_i;
     float *q = random_floats(nq, &state), *k = random_floats(nk, &state), *vv = random_floats(nk, &state);
@@ -116,7 +57,7 @@ START_TEST(test_varlen_matches_sequences_alone) {
         ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, &backward_plan), FLASHCL_SUCCESS);
     }
     const flashcl_attention_desc d =
-        desc_of(v, n, max_of(v->len_q, n) + v->extra_max, max_of(v->len_k, n) + v->extra_max);
+        fh_varlen_desc(v, n, fh_max_len(v->len_q, n) + v->extra_max, fh_max_len(v->len_k, n) + v->extra_max, 1234);
     cl_mem mq = device_copy(ctx, q, nq * 4), mk = device_copy(ctx, k, nk * 4), mv = device_copy(ctx, vv, nk * 4);
     cl_mem mdo = device_copy(ctx, dout, nq * 4);
     cl_mem mo = nan_buffer(ctx, nq), ml = nan_buffer(ctx, nl), mdq = nan_buffer(ctx, nq), mdk = nan_buffer(ctx, nk),
@@ -148,20 +89,20 @@ START_TEST(test_varlen_matches_sequences_alone) {
         const size_t cq = (size_t)lq * H * D, ck = (size_t)lk * Hk * D;
         if (lq == 0 || lk == 0) { /* no dense equivalent: the definitions */
             for (size_t i = 0; i < cq; ++i) {
-                expect_close(v->name, "O (no keys)", b, i, o[(size_t)cu_q[b] * H * D + i], 0.0f);
-                expect_close(v->name, "dQ (no keys)", b, i, dq[(size_t)cu_q[b] * H * D + i], 0.0f);
+                fh_expect_close_in_sequence(v->name, "O (no keys)", b, i, o[(size_t)cu_q[b] * H * D + i], 0.0f);
+                fh_expect_close_in_sequence(v->name, "dQ (no keys)", b, i, dq[(size_t)cu_q[b] * H * D + i], 0.0f);
             }
             for (int h = 0; h < H; ++h)
                 for (int i = 0; i < lq; ++i)
-                    expect_close(v->name, "LSE (no keys)", b, (size_t)i, lse[(size_t)h * total_q + cu_q[b] + i],
+                    fh_expect_close_in_sequence(v->name, "LSE (no keys)", b, (size_t)i, lse[(size_t)h * total_q + cu_q[b] + i],
                                  -INFINITY);
             for (size_t i = 0; i < ck; ++i) {
-                expect_close(v->name, "dK (no queries)", b, i, dk[(size_t)cu_k[b] * Hk * D + i], 0.0f);
-                expect_close(v->name, "dV (no queries)", b, i, dv[(size_t)cu_k[b] * Hk * D + i], 0.0f);
+                fh_expect_close_in_sequence(v->name, "dK (no queries)", b, i, dk[(size_t)cu_k[b] * Hk * D + i], 0.0f);
+                fh_expect_close_in_sequence(v->name, "dV (no queries)", b, i, dv[(size_t)cu_k[b] * Hk * D + i], 0.0f);
             }
             continue;
         }
-        flashcl_attention_desc alone = desc_of(v, 1, lq, lk);
+        flashcl_attention_desc alone = fh_varlen_desc(v, 1, lq, lk, 1234);
         alone.dropout_offset = (uint64_t)b * (uint64_t)H; /* the packed call's mask of sequence b */
         float *ro = malloc(cq * 4), *rl = malloc((size_t)H * lq * 4), *rdq = malloc(cq * 4);
         float *rdk = malloc(ck * 4), *rdv = malloc(ck * 4);
@@ -169,16 +110,16 @@ START_TEST(test_varlen_matches_sequences_alone) {
                                             rdv) == FLASHCL_SUCCESS,
                       "%s", flashcl_last_error(ctx));
         for (size_t i = 0; i < cq; ++i) {
-            expect_close(v->name, "O", b, i, o[(size_t)cu_q[b] * H * D + i], ro[i]);
-            expect_close(v->name, "dQ", b, i, dq[(size_t)cu_q[b] * H * D + i], rdq[i]);
+            fh_expect_close_in_sequence(v->name, "O", b, i, o[(size_t)cu_q[b] * H * D + i], ro[i]);
+            fh_expect_close_in_sequence(v->name, "dQ", b, i, dq[(size_t)cu_q[b] * H * D + i], rdq[i]);
         }
         for (int h = 0; h < H; ++h)
             for (int i = 0; i < lq; ++i)
-                expect_close(v->name, "LSE", b, (size_t)i, lse[(size_t)h * total_q + cu_q[b] + i],
+                fh_expect_close_in_sequence(v->name, "LSE", b, (size_t)i, lse[(size_t)h * total_q + cu_q[b] + i],
                              rl[(size_t)h * lq + i]);
         for (size_t i = 0; i < ck; ++i) {
-            expect_close(v->name, "dK", b, i, dk[(size_t)cu_k[b] * Hk * D + i], rdk[i]);
-            expect_close(v->name, "dV", b, i, dv[(size_t)cu_k[b] * Hk * D + i], rdv[i]);
+            fh_expect_close_in_sequence(v->name, "dK", b, i, dk[(size_t)cu_k[b] * Hk * D + i], rdk[i]);
+            fh_expect_close_in_sequence(v->name, "dV", b, i, dv[(size_t)cu_k[b] * Hk * D + i], rdv[i]);
         }
         free(ro), free(rl), free(rdq), free(rdk), free(rdv);
     }

@@ -7,17 +7,11 @@
 #include "feature_harness.h"
 #include "test_support.h"
 
-#define MAX_SEQS 6
 /* Floats after each packed output that must keep their NaN poison. */
 #define CANARY 64
 
 typedef struct vb_case {
-    const char *name;
-    int batch, heads_q, heads_kv, head_dim, causal;
-    int len_q[MAX_SEQS], len_k[MAX_SEQS];
-    int extra_max;                 /* added to the longest lengths for desc->seqlen_q / seqlen_k */
-    int window_left, window_right; /* both -1: no window */
-    float dropout_p;
+    fh_varlen_case base;
     int block_size, per_head;
     int plan; /* index into forced_plans; 0: the planner's choice */
 } vb_case;
@@ -32,21 +26,15 @@ static const flashcl_plan backward_plans[] = {{0}, {16, 16, 4, 4, 0, 0}, {16, 32
  * sequence, a desc maximum above the real one, and causal + window +
  * dropout on top of the mask. */
 static const vb_case cases[] = {
-    {"bs 16 = tile, shared, d32", 5, 2, 2, 32, 0, {1, 37, 64, 0, 100}, {1, 37, 64, 0, 100}, 0, -1, -1, 0.0f, 16, 0, 1},
-    {"bs 7 per head, causal gqa, q!=k, d40", 5, 4, 2, 40, 1, {5, 70, 0, 33, 19}, {50, 20, 9, 0, 19}, 7, -1, -1, 0.0f,
+    {{"bs 16 = tile, shared, d32", 5, 2, 2, 32, 0, {1, 37, 64, 0, 100}, {1, 37, 64, 0, 100}, 0, -1, -1, 0.0f}, 16, 0, 1},
+    {{"bs 7 per head, causal gqa, q!=k, d40", 5, 4, 2, 40, 1, {5, 70, 0, 33, 19}, {50, 20, 9, 0, 19}, 7, -1, -1, 0.0f},
      7, 1, 0},
-    {"bs 24 per head, window 16,4 + dropout 0.2 + causal, d16", 3, 2, 2, 16, 1, {60, 3, 129}, {80, 3, 100}, 0, 16, 4,
-     0.2f, 24, 1, 2},
-    {"bs 64 shared, mqa, d64", 3, 3, 1, 64, 0, {130, 1, 77}, {200, 65, 77}, 0, -1, -1, 0.0f, 64, 0, 0},
-    {"bs 1 per element, dropout 0.3, d16", 4, 2, 1, 16, 0, {9, 0, 13, 1}, {11, 4, 0, 1}, 3, -1, -1, 0.3f, 1, 1, 3},
-    {"bs 20 shared, window 30,-1, d32", 2, 2, 2, 32, 0, {90, 41}, {45, 120}, 0, 30, -1, 0.0f, 20, 0, 1},
+    {{"bs 24 per head, window 16,4 + dropout 0.2 + causal, d16", 3, 2, 2, 16, 1, {60, 3, 129}, {80, 3, 100}, 0, 16, 4,
+     0.2f}, 24, 1, 2},
+    {{"bs 64 shared, mqa, d64", 3, 3, 1, 64, 0, {130, 1, 77}, {200, 65, 77}, 0, -1, -1, 0.0f}, 64, 0, 0},
+    {{"bs 1 per element, dropout 0.3, d16", 4, 2, 1, 16, 0, {9, 0, 13, 1}, {11, 4, 0, 1}, 3, -1, -1, 0.3f}, 1, 1, 3},
+    {{"bs 20 shared, window 30,-1, d32", 2, 2, 2, 32, 0, {90, 41}, {45, 120}, 0, 30, -1, 0.0f}, 20, 0, 1},
 };
-
-static int max_of(const int *len, int n) {
-    int m = 0;
-    for (int b = 0; b < n; ++b) m = len[b] > m ? len[b] : m;
-    return m;
-}
 
 static size_t blocks(int len, int block_size) { return ((size_t)len + (size_t)block_size - 1) / (size_t)block_size; }
 
@@ -56,7 +44,7 @@ static uint8_t *random_block_mask(const vb_case *v, int max_q, int max_k, size_t
                                   size_t *bytes) {
     *rows = blocks(max_q, v->block_size);
     *cols = blocks(max_k, v->block_size);
-    *bytes = (v->per_head ? (size_t)v->heads_q : 1) * *rows * *cols;
+    *bytes = (v->per_head ? (size_t)v->base.heads_q : 1) * *rows * *cols;
     uint8_t *m = malloc(*bytes);
     ck_assert_ptr_nonnull(m);
     ts_rng rng = {1000 + (uint64_t)v->block_size};
@@ -70,7 +58,7 @@ static uint8_t *random_block_mask(const vb_case *v, int max_q, int max_k, size_t
 static uint8_t *crop_mask(const vb_case *v, const uint8_t *mask, size_t rows, size_t cols, int lq, int lk,
                           size_t *bytes) {
     const size_t r = blocks(lq, v->block_size), c = blocks(lk, v->block_size);
-    const size_t planes = v->per_head ? (size_t)v->heads_q : 1;
+    const size_t planes = v->per_head ? (size_t)v->base.heads_q : 1;
     *bytes = planes * r * c;
     uint8_t *out = malloc(*bytes);
     ck_assert_ptr_nonnull(out);
@@ -79,24 +67,10 @@ static uint8_t *crop_mask(const vb_case *v, const uint8_t *mask, size_t rows, si
     return out;
 }
 
-static flashcl_attention_desc desc_of(const vb_case *v, int batch, int sq, int sk) {
-    flashcl_attention_desc d;
-    flashcl_attention_desc_init(&d, batch, v->heads_q, sq, sk, v->head_dim);
-    d.heads_kv = v->heads_kv;
-    d.causal = v->causal;
-    if (v->window_left >= 0 || v->window_right >= 0) {
-        d.sliding_window = 1;
-        d.window_left = v->window_left;
-        d.window_right = v->window_right;
-    }
-    d.dropout_p = v->dropout_p;
-    d.dropout_seed = 99;
-    return d;
-}
 
 /* The packed batch: inputs (total, heads, dim), outputs likewise, LSE (Hq, total_q). */
 typedef struct packed {
-    int cu_q[MAX_SEQS + 1], cu_k[MAX_SEQS + 1];
+    int cu_q[FH_MAX_SEQS + 1], cu_k[FH_MAX_SEQS + 1];
     int total_q, total_k;
     size_t nq, nk, nl;
     float *q, *k, *v, *dout;
@@ -112,16 +86,12 @@ static float *random_floats(ts_rng *rng, size_t n) {
 
 static void packed_make(const vb_case *v, packed *p) {
     memset(p, 0, sizeof *p);
-    for (int b = 0; b < v->batch; ++b) {
-        p->cu_q[b + 1] = p->cu_q[b] + v->len_q[b];
-        p->cu_k[b + 1] = p->cu_k[b] + v->len_k[b];
-    }
-    p->total_q = p->cu_q[v->batch];
-    p->total_k = p->cu_k[v->batch];
-    p->nq = (size_t)p->total_q * v->heads_q * v->head_dim;
-    p->nk = (size_t)p->total_k * v->heads_kv * v->head_dim;
-    p->nl = (size_t)p->total_q * v->heads_q;
-    ts_rng rng = {4242 + (uint64_t)v->head_dim};
+    p->total_q = fh_cu_offsets(v->base.len_q, v->base.batch, p->cu_q);
+    p->total_k = fh_cu_offsets(v->base.len_k, v->base.batch, p->cu_k);
+    p->nq = (size_t)p->total_q * v->base.heads_q * v->base.head_dim;
+    p->nk = (size_t)p->total_k * v->base.heads_kv * v->base.head_dim;
+    p->nl = (size_t)p->total_q * v->base.heads_q;
+    ts_rng rng = {4242 + (uint64_t)v->base.head_dim};
     p->q = random_floats(&rng, p->nq);
     p->k = random_floats(&rng, p->nk);
     p->v = random_floats(&rng, p->nk);
@@ -145,7 +115,7 @@ static void run_packed(flashcl_context *ctx, const vb_case *v, const flashcl_att
                        size_t mask_bytes, packed *p) {
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
-    const size_t H = (size_t)v->heads_q, Hk = (size_t)v->heads_kv, D = (size_t)v->head_dim, f = sizeof(float);
+    const size_t H = (size_t)v->base.heads_q, Hk = (size_t)v->base.heads_kv, D = (size_t)v->base.head_dim, f = sizeof(float);
     enum { Q, K, V, DO, O, L, DQ, DK, DV, CQ, CK, MASK, N };
     cl_mem m[N];
     m[Q] = fh_buffer(context, p->nq * f, p->q);
@@ -157,8 +127,8 @@ static void run_packed(flashcl_context *ctx, const vb_case *v, const flashcl_att
     m[DQ] = fh_buffer(context, (p->nq + CANARY) * f, NULL);
     m[DK] = fh_buffer(context, (p->nk + CANARY) * f, NULL);
     m[DV] = fh_buffer(context, (p->nk + CANARY) * f, NULL);
-    m[CQ] = fh_buffer(context, sizeof(int) * (size_t)(v->batch + 1), p->cu_q);
-    m[CK] = fh_buffer(context, sizeof(int) * (size_t)(v->batch + 1), p->cu_k);
+    m[CQ] = fh_buffer(context, sizeof(int) * (size_t)(v->base.batch + 1), p->cu_q);
+    m[CK] = fh_buffer(context, sizeof(int) * (size_t)(v->base.batch + 1), p->cu_k);
     m[MASK] = fh_buffer(context, mask_bytes, mask);
     const flashcl_tensor tq = {m[Q], 0, 0, D, H * D}, tdo = {m[DO], 0, 0, D, H * D}, to = {m[O], 0, 0, D, H * D},
                          tdq = {m[DQ], 0, 0, D, H * D};
@@ -173,32 +143,23 @@ static void run_packed(flashcl_context *ctx, const vb_case *v, const flashcl_att
     ex.block_size = v->block_size;
     ex.block_mask_per_head = v->per_head;
     ck_assert_msg(flashcl_forward_ex(ctx, d, &ex, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL) == FLASHCL_SUCCESS,
-                  "%s forward: %s", v->name, flashcl_last_error(ctx));
+                  "%s forward: %s", v->base.name, flashcl_last_error(ctx));
     ck_assert_msg(flashcl_backward_ex(ctx, d, &ex, &tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv, 0, NULL, NULL) ==
                       FLASHCL_SUCCESS,
-                  "%s backward: %s", v->name, flashcl_last_error(ctx));
+                  "%s backward: %s", v->base.name, flashcl_last_error(ctx));
     p->o = fh_read_floats(queue, m[O], p->nq + CANARY);
     p->lse = fh_read_floats(queue, m[L], p->nl + CANARY);
     p->dq = fh_read_floats(queue, m[DQ], p->nq + CANARY);
     p->dk = fh_read_floats(queue, m[DK], p->nk + CANARY);
     p->dv = fh_read_floats(queue, m[DV], p->nk + CANARY);
     for (int i = 0; i < N; ++i) clReleaseMemObject(m[i]);
-    check_canary(v->name, "O", p->o, p->nq);
-    check_canary(v->name, "LSE", p->lse, p->nl);
-    check_canary(v->name, "dQ", p->dq, p->nq);
-    check_canary(v->name, "dK", p->dk, p->nk);
-    check_canary(v->name, "dV", p->dv, p->nk);
+    check_canary(v->base.name, "O", p->o, p->nq);
+    check_canary(v->base.name, "LSE", p->lse, p->nl);
+    check_canary(v->base.name, "dQ", p->dq, p->nq);
+    check_canary(v->base.name, "dK", p->dk, p->nk);
+    check_canary(v->base.name, "dV", p->dv, p->nk);
 }
 
-static void expect_close(const char *c, const char *what, int b, size_t i, float got, float want) {
-    if (isinf(want) || isinf(got)) {
-        ck_assert_msg(got == want, "%s: %s of sequence %d [%zu]: %g, expected %g", c, what, b, i, (double)got,
-                      (double)want);
-        return;
-    }
-    ck_assert_msg(fabsf(got - want) <= 2e-4f + 2e-4f * fabsf(want), "%s: %s of sequence %d [%zu]: %.7g, expected %.7g",
-                  c, what, b, i, (double)got, (double)want);
-}
 
 /* Rows start .. start+len-1 of a packed (total, heads, dim) array as a
  * (heads, len, dim) one: the BHSD layout of the harness. */
@@ -215,19 +176,19 @@ static float *unpack(const float *x, int start, int len, int heads, int dim) {
 
 /* A sequence with no queries or no keys has no dense equivalent: the definitions. */
 static void check_empty_sequence(const vb_case *v, const packed *p, int b) {
-    const int H = v->heads_q, Hk = v->heads_kv, D = v->head_dim, lq = v->len_q[b], lk = v->len_k[b];
+    const int H = v->base.heads_q, Hk = v->base.heads_kv, D = v->base.head_dim, lq = v->base.len_q[b], lk = v->base.len_k[b];
     const size_t q0 = (size_t)p->cu_q[b] * H * D, k0 = (size_t)p->cu_k[b] * Hk * D;
     for (size_t i = 0; i < (size_t)lq * H * D; ++i) {
-        expect_close(v->name, "O (no keys)", b, i, p->o[q0 + i], 0.0f);
-        expect_close(v->name, "dQ (no keys)", b, i, p->dq[q0 + i], 0.0f);
+        fh_expect_close_in_sequence(v->base.name, "O (no keys)", b, i, p->o[q0 + i], 0.0f);
+        fh_expect_close_in_sequence(v->base.name, "dQ (no keys)", b, i, p->dq[q0 + i], 0.0f);
     }
     for (int h = 0; h < H; ++h)
         for (int i = 0; i < lq; ++i)
-            expect_close(v->name, "LSE (no keys)", b, (size_t)i, p->lse[(size_t)h * p->total_q + p->cu_q[b] + i],
+            fh_expect_close_in_sequence(v->base.name, "LSE (no keys)", b, (size_t)i, p->lse[(size_t)h * p->total_q + p->cu_q[b] + i],
                          -INFINITY);
     for (size_t i = 0; i < (size_t)lk * Hk * D; ++i) {
-        expect_close(v->name, "dK (no queries)", b, i, p->dk[k0 + i], 0.0f);
-        expect_close(v->name, "dV (no queries)", b, i, p->dv[k0 + i], 0.0f);
+        fh_expect_close_in_sequence(v->base.name, "dK (no queries)", b, i, p->dk[k0 + i], 0.0f);
+        fh_expect_close_in_sequence(v->base.name, "dV (no queries)", b, i, p->dv[k0 + i], 0.0f);
     }
 }
 
@@ -237,11 +198,11 @@ static void check_empty_sequence(const vb_case *v, const packed *p, int b) {
  * mask built from the definitions). */
 static void check_sequence(flashcl_context *ctx, const vb_case *v, const packed *p, int b, const uint8_t *mask,
                            size_t rows, size_t cols) {
-    const int H = v->heads_q, Hk = v->heads_kv, D = v->head_dim, lq = v->len_q[b], lk = v->len_k[b];
+    const int H = v->base.heads_q, Hk = v->base.heads_kv, D = v->base.head_dim, lq = v->base.len_q[b], lk = v->base.len_k[b];
     fh_case c;
     memset(&c, 0, sizeof c);
-    c.name = v->name;
-    c.desc = desc_of(v, 1, lq, lk);
+    c.name = v->base.name;
+    c.desc = fh_varlen_desc(&v->base, 1, lq, lk, 99);
     c.desc.dropout_offset = (uint64_t)b * (uint64_t)H;
     uint8_t *cropped = crop_mask(v, mask, rows, cols, lq, lk, &c.mask_bytes);
     c.block_mask = cropped;
@@ -255,16 +216,16 @@ static void check_sequence(flashcl_context *ctx, const vb_case *v, const packed 
     float *o = unpack(p->o, p->cu_q[b], lq, H, D), *dq = unpack(p->dq, p->cu_q[b], lq, H, D);
     float *dk = unpack(p->dk, p->cu_k[b], lk, Hk, D), *dv = unpack(p->dv, p->cu_k[b], lk, Hk, D);
     for (size_t i = 0; i < in.q_count; ++i) {
-        expect_close(v->name, "O", b, i, o[i], alone.o[i]);
-        expect_close(v->name, "dQ", b, i, dq[i], alone.dq[i]);
+        fh_expect_close_in_sequence(v->base.name, "O", b, i, o[i], alone.o[i]);
+        fh_expect_close_in_sequence(v->base.name, "dQ", b, i, dq[i], alone.dq[i]);
     }
     for (int h = 0; h < H; ++h)
         for (int i = 0; i < lq; ++i)
-            expect_close(v->name, "LSE", b, (size_t)i, p->lse[(size_t)h * p->total_q + p->cu_q[b] + i],
+            fh_expect_close_in_sequence(v->base.name, "LSE", b, (size_t)i, p->lse[(size_t)h * p->total_q + p->cu_q[b] + i],
                          alone.lse[(size_t)h * lq + i]);
     for (size_t i = 0; i < in.kv_count; ++i) {
-        expect_close(v->name, "dK", b, i, dk[i], alone.dk[i]);
-        expect_close(v->name, "dV", b, i, dv[i], alone.dv[i]);
+        fh_expect_close_in_sequence(v->base.name, "dK", b, i, dk[i], alone.dk[i]);
+        fh_expect_close_in_sequence(v->base.name, "dV", b, i, dv[i], alone.dv[i]);
     }
     /* With one key dQ is identically 0: the harness's floor, relative to the
      * largest reference value, is then 0, and float rounding of D =
@@ -281,7 +242,7 @@ static void check_sequence(flashcl_context *ctx, const vb_case *v, const packed 
 
 START_TEST(test_varlen_block_mask_matches_sequences_alone) {
     const vb_case *v = &cases[_i];
-    const int max_q = max_of(v->len_q, v->batch) + v->extra_max, max_k = max_of(v->len_k, v->batch) + v->extra_max;
+    const int max_q = fh_max_len(v->base.len_q, v->base.batch) + v->base.extra_max, max_k = fh_max_len(v->base.len_k, v->base.batch) + v->base.extra_max;
     size_t rows, cols, mask_bytes;
     uint8_t *mask = random_block_mask(v, max_q, max_k, &rows, &cols, &mask_bytes);
     packed p;
@@ -293,10 +254,10 @@ START_TEST(test_varlen_block_mask_matches_sequences_alone) {
         ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, &backward_plans[v->plan]),
                          FLASHCL_SUCCESS);
     }
-    const flashcl_attention_desc d = desc_of(v, v->batch, max_q, max_k);
+    const flashcl_attention_desc d = fh_varlen_desc(&v->base, v->base.batch, max_q, max_k, 99);
     run_packed(ctx, v, &d, mask, mask_bytes, &p);
-    for (int b = 0; b < v->batch; ++b) {
-        if (v->len_q[b] == 0 || v->len_k[b] == 0)
+    for (int b = 0; b < v->base.batch; ++b) {
+        if (v->base.len_q[b] == 0 || v->base.len_k[b] == 0)
             check_empty_sequence(v, &p, b);
         else
             check_sequence(ctx, v, &p, b, mask, rows, cols);

@@ -10,20 +10,9 @@
 
 #include "feature_harness.h"
 
-#define MAX_SEQS 8
-
-typedef struct host_case {
-    const char *name;
-    int batch, heads_q, heads_kv, head_dim, causal;
-    int len_q[MAX_SEQS], len_k[MAX_SEQS];
-    int extra_max;                 /* added to the largest lengths for desc->seqlen_q / seqlen_k */
-    int window_left, window_right; /* both -1: no window */
-    float dropout_p;
-} host_case;
-
 /* Empty sequences on either side, GQA/MQA, Sq != Sk, a desc maximum above
  * the real one, window + dropout: every way the offsets reach the kernels. */
-static const host_case cases[] = {
+static const fh_varlen_case cases[] = {
     {"1,37,64,0,100 d40 causal gqa", 5, 4, 2, 40, 1, {1, 37, 64, 0, 100}, {1, 37, 64, 0, 100}, 0, -1, -1, 0.0f},
     {"q!=k causal mqa d64 empty k", 4, 2, 1, 64, 1, {5, 70, 0, 33}, {50, 20, 9, 0}, 7, -1, -1, 0.0f},
     {"window 16,4 dropout 0.2 d16", 3, 2, 2, 16, 0, {60, 3, 129}, {80, 3, 100}, 0, 16, 4, 0.2f},
@@ -37,41 +26,21 @@ typedef struct problem {
     flashcl_context *ctx;
     flashcl_attention_desc desc;
     int n, total_q, total_k;
-    int32_t cu_q[MAX_SEQS + 1], cu_k[MAX_SEQS + 1];
+    int32_t cu_q[FH_MAX_SEQS + 1], cu_k[FH_MAX_SEQS + 1];
     size_t count[NBUF]; /* floats (int32 for CQ, CK) */
     cl_mem m[NBUF];
     flashcl_tensor t[NBUF]; /* packed views: Q, K, V, DO, O, LSE, DQ, DK, DV */
 } problem;
 
-static int max_of(const int *len, int n) {
-    int m = 0;
-    for (int b = 0; b < n; ++b) m = len[b] > m ? len[b] : m;
-    return m;
-}
-
-static void problem_make(const host_case *c, problem *p) {
+static void problem_make(const fh_varlen_case *c, problem *p) {
     memset(p, 0, sizeof *p);
     p->ctx = fh_context();
     p->n = c->batch;
     const size_t H = (size_t)c->heads_q, Hk = (size_t)c->heads_kv, D = (size_t)c->head_dim;
-    p->cu_q[0] = p->cu_k[0] = 0;
-    for (int b = 0; b < p->n; ++b) {
-        p->cu_q[b + 1] = p->cu_q[b] + c->len_q[b];
-        p->cu_k[b + 1] = p->cu_k[b] + c->len_k[b];
-    }
-    p->total_q = p->cu_q[p->n];
-    p->total_k = p->cu_k[p->n];
-    flashcl_attention_desc_init(&p->desc, p->n, c->heads_q, max_of(c->len_q, p->n) + c->extra_max,
-                                max_of(c->len_k, p->n) + c->extra_max, c->head_dim);
-    p->desc.heads_kv = c->heads_kv;
-    p->desc.causal = c->causal;
-    if (c->window_left >= 0 || c->window_right >= 0) {
-        p->desc.sliding_window = 1;
-        p->desc.window_left = c->window_left;
-        p->desc.window_right = c->window_right;
-    }
-    p->desc.dropout_p = c->dropout_p;
-    p->desc.dropout_seed = 99;
+    p->total_q = fh_cu_offsets(c->len_q, p->n, p->cu_q);
+    p->total_k = fh_cu_offsets(c->len_k, p->n, p->cu_k);
+    p->desc = fh_varlen_desc(c, p->n, fh_max_len(c->len_q, p->n) + c->extra_max,
+                             fh_max_len(c->len_k, p->n) + c->extra_max, 99);
     const size_t nq = (size_t)p->total_q * H * D, nk = (size_t)p->total_k * Hk * D;
     const size_t counts[NBUF] = {nq, nk, nk, nq, nq, (size_t)p->total_q * H, nq, nk, nk, 0, 0};
     memcpy(p->count, counts, sizeof counts);
@@ -161,7 +130,7 @@ static void expect_bitwise_equal(const char *name, const problem *p, float *got[
 /* Forward and backward with host copies give bitwise the results of the
  * read-back path (the same kernels on the same offsets). */
 START_TEST(test_host_copies_same_results) {
-    const host_case *c = &cases[_i];
+    const fh_varlen_case *c = &cases[_i];
     problem p;
     problem_make(c, &p);
     flashcl_attention_extras plain, with_host;
@@ -242,7 +211,7 @@ static int watchdog_stop(watchdog *w) {
  * the results of the read-back path. A call that blocked would only return
  * once the watchdog completed the event, and fail the first assertion. */
 START_TEST(test_host_copies_do_not_block) {
-    const host_case *c = &cases[_i];
+    const fh_varlen_case *c = &cases[_i];
     problem p;
     problem_make(c, &p);
     cl_command_queue queue = flashcl_context_queue(p.ctx);

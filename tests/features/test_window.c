@@ -55,23 +55,7 @@ END_TEST
 START_TEST(test_window_forced_plans) {
     const window_case w = {"200x180 d32 window 20,7 forced", 1, 2, 1, 200, 180, 32, 0, 20, 7};
     const fh_case c = case_of(&w);
-    static const flashcl_plan forward_plans[] = {{16, 16, 4, 4, 0, 0}, {32, 64, 8, 8, 0, 0}, {8, 32, 2, 16, 0, 0}};
-    static const flashcl_plan backward_plans[] = {{16, 16, 4, 4, 0, 0}, {16, 32, 4, 8, 0, 0}, {8, 32, 8, 4, 0, 0}};
-    fh_inputs in;
-    fh_inputs_make(&c, 5, &in);
-    uint8_t *mask = fh_dense_mask(&c);
-    for (int p = 0; p < 3; ++p) {
-        flashcl_context *ctx = fh_context();
-        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &forward_plans[p]), FLASHCL_SUCCESS);
-        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, &backward_plans[p]), FLASHCL_SUCCESS);
-        fh_result r;
-        fh_run(ctx, &c, &in, 1, &r);
-        fh_check(&c, &in, &r, 1, mask, NULL);
-        fh_result_free(&r);
-        flashcl_context_free(ctx);
-    }
-    free(mask);
-    fh_inputs_free(&in);
+    fh_check_forced_plans(&c, 5);
 }
 END_TEST
 
