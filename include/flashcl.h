@@ -415,6 +415,37 @@ FLASHCL_API flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashc
  * FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY before enqueueing anything. */
 FLASHCL_API flashcl_status flashcl_context_set_memory_budget(flashcl_context *ctx, size_t bytes);
 
+/* Matrix units (tensor cores) for the forward pass of f16 and bf16 data. The
+ * tensor-core kernel (cl/forward_mma.cl) multiplies Q K^T and P V with
+ * 16x8x16 matrix instructions that read half (or bfloat16) operands and add
+ * in float: Q, K and V are used exactly as stored; P is rounded to the
+ * storage type before the product with V (as FlashAttention-2 does), so the
+ * results differ slightly from the portable kernel's (which keeps P in float)
+ * while staying inside the tolerance rule of TESTING.md. It serves dense
+ * calls (causal or not, GQA, any strides) with head_dim a multiple of 16 up
+ * to 128 and offsets and strides that are multiples of 8 elements, and no
+ * forced forward plan; any other call runs the portable kernel.
+ * flashcl_call_stats.tensor_cores says which one ran. fp32 data and the
+ * backward pass always use the portable kernels. */
+typedef enum flashcl_tensor_cores {
+    /* Default: the tensor-core kernel where the device has matrix
+     * instructions flashcl can program (NVIDIA compute capability >= 8.0,
+     * through inline PTX mma.sync), else the portable kernel. */
+    FLASHCL_TENSOR_CORES_AUTO = 0,
+    /* Always the portable kernels. */
+    FLASHCL_TENSOR_CORES_OFF = 1,
+    /* The tensor-core kernel on any device, each matrix instruction emulated
+     * with local memory and barriers (same operand layouts and rounding).
+     * Slow: it exists so the kernel's logic is tested on CPU OpenCL. */
+    FLASHCL_TENSOR_CORES_EMULATE = 2
+} flashcl_tensor_cores;
+
+/* Selects when the forward pass uses matrix units on ctx (default AUTO). */
+FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx, flashcl_tensor_cores mode);
+
+/* 1 if ctx's device has matrix instructions that FLASHCL_TENSOR_CORES_AUTO uses. */
+FLASHCL_API int flashcl_context_has_tensor_cores(const flashcl_context *ctx);
+
 /* What the last successful flashcl_forward / flashcl_backward on ctx did.
  * FLASHCL_ERROR_INVALID_ARGUMENT (with the detail in flashcl_last_error(ctx))
  * before any has succeeded. */
@@ -427,7 +458,12 @@ typedef struct flashcl_call_stats {
     /* Bytes the call moves through global memory as the IO model predicts
      * from its actual plan (see flashcl_predict_global_bytes). */
     double predicted_global_bytes;
-    flashcl_plan plan; /* the flash plan used (zero for the standard impl) */
+    /* The flash plan used (zero for the standard impl). For the tensor-core
+     * kernel: block_q and block_k its tiles, threads_q its warps, threads_k 32. */
+    flashcl_plan plan;
+    /* 0: portable kernel (or the standard impl), 1: the tensor-core kernel on
+     * matrix units, 2: the tensor-core kernel emulated. */
+    int tensor_cores;
 } flashcl_call_stats;
 
 FLASHCL_API flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_stats *stats);

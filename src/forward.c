@@ -1,4 +1,5 @@
-/* forward.c: validates a forward call, picks its plan and enqueues the fused kernel of cl/forward.cl. */
+/* forward.c: validates a forward call, picks its plan and enqueues the fused kernel of cl/forward.cl (or hands
+ * dense half/bfloat16 calls to the tensor-core kernel, forward_mma.c). */
 #include <stdio.h>
 
 #include "call_features.h"
@@ -55,6 +56,10 @@ flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_
         return status;
     if (ctx->impl == FLASHCL_IMPL_STANDARD)
         return flashcl_standard_forward(ctx, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list, event);
+
+    const int mma = flashcl_forward_mma_mode(ctx, desc, flashcl_features_any(&features), q, k, v, o);
+    if (mma)
+        return flashcl_forward_mma(ctx, mma, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list, event);
 
     flashcl_plan plan;
     if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_FORWARD, desc, &plan))) return status;

@@ -12,6 +12,18 @@ flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashcl_impl impl)
     return FLASHCL_SUCCESS;
 }
 
+flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx, flashcl_tensor_cores mode) {
+    if (!ctx)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_tensor_cores: ctx is NULL");
+    flashcl_clear_error(ctx);
+    if (mode != FLASHCL_TENSOR_CORES_AUTO && mode != FLASHCL_TENSOR_CORES_OFF && mode != FLASHCL_TENSOR_CORES_EMULATE)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown tensor-core mode %d", (int)mode);
+    ctx->tensor_cores = mode;
+    return FLASHCL_SUCCESS;
+}
+
+int flashcl_context_has_tensor_cores(const flashcl_context *ctx) { return ctx && ctx->has_ptx_mma; }
+
 flashcl_status flashcl_context_set_memory_budget(flashcl_context *ctx, size_t bytes) {
     if (!ctx)
         return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_memory_budget: ctx is NULL");

@@ -20,6 +20,8 @@ struct flashcl_context {
     int forced_plan_set[2];
     flashcl_plan forced_plan[2];
     flashcl_impl impl;          /* which implementation flashcl_forward/backward run */
+    flashcl_tensor_cores tensor_cores; /* when the forward uses cl/forward_mma.cl */
+    int has_ptx_mma;            /* NVIDIA device of compute capability >= 8.0 */
     size_t memory_budget;       /* cap on extra device bytes per call, 0 = none */
     int used_clblast;           /* CLBlast holds a reference to this context in its cache */
     flashcl_call_stats last_stats;
@@ -63,6 +65,18 @@ int flashcl_tuned_plan(const flashcl_context *ctx, flashcl_pass pass, const flas
 flashcl_status flashcl_get_kernel(flashcl_context *ctx, const char *file, const char *kernel_name,
                                   const char *options, cl_kernel *kernel);
 void flashcl_program_cache_free(flashcl_context *ctx);
+
+/* forward_mma.c: which tensor-core kernel a forward call can use: 0 none
+ * (the portable kernel runs), 1 on matrix units, 2 emulated. features is
+ * the call's (call_features.h), passed as its "any feature" flag. */
+int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
+                             const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
+                             const flashcl_tensor *o);
+/* Enqueues the tensor-core forward (mode 1 or 2) and records its stats. */
+flashcl_status flashcl_forward_mma(flashcl_context *ctx, int mode, const flashcl_attention_desc *desc,
+                                   const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
+                                   const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
+                                   const cl_event *wait_list, cl_event *event);
 
 /* The -D options that specialise a kernel for desc and plan (forward.c). */
 int flashcl_format_kernel_options(char *out, size_t size, const flashcl_attention_desc *desc,

@@ -253,8 +253,12 @@ static void measure_size(sweep_state *s, int seqlen) {
     bench_buffers_release(&buffers);
 }
 
-/* Applies --memory-budget and --plan to the context; 0 or -1 with a message. */
+/* Applies --memory-budget, --tensor-cores and --plan to the context; 0 or -1 with a message. */
 static int configure_context(flashcl_context *ctx, const bench_options *o) {
+    if (flashcl_context_set_tensor_cores(ctx, o->tensor_cores) != FLASHCL_SUCCESS) {
+        fprintf(stderr, "flashcl bench: --tensor-cores: %s\n", flashcl_last_error(ctx));
+        return -1;
+    }
     if (o->memory_budget && flashcl_context_set_memory_budget(ctx, o->memory_budget) != FLASHCL_SUCCESS) {
         fprintf(stderr, "flashcl bench: setting the memory budget: %s\n", flashcl_last_error(ctx));
         return -1;

@@ -88,6 +88,7 @@ int bench_write_json(const char *path, const bench_record_list *records) {
             fprintf(f, ", \"%s\": ", names[k]);
             write_number(f, values[k], "null");
         }
+        fprintf(f, ", \"tensor_cores\": %d", r->tensor_cores);
         fputs(", \"status\": ", f);
         write_json_string(f, r->status);
         fputs(", \"device\": ", f);

@@ -30,7 +30,10 @@ void bench_print_usage(FILE *out) {
             "  --json FILE           write the records as a JSON list\n"
             "  --csv FILE            write the records as CSV\n"
             "  --plot FILE.png       draw speedup and extra memory versus N (needs gnuplot)\n"
-            "  --plan BQ,BK,TQ,TK    force the flash forward tile plan\n"
+            "  --plan BQ,BK,TQ,TK    force the flash forward tile plan (the portable kernel's)\n"
+            "  --tensor-cores auto|off|emulate\n"
+            "                        f16/bf16 forward on matrix units where the device has them (auto,\n"
+            "                        default), never (off), or emulated on any device (slow; for tests)\n"
             "  --memory-budget BYTES cap on extra device memory per call (suffixes K, M, G: KiB, MiB, GiB)\n"
             "  --no-check            do not compare flash against standard\n"
             "  --dropout P           fused dropout with probability P (flash only: needs --impl flash)\n"
@@ -255,7 +258,7 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
 
         static const char *const valued[] = {"--seqlens", "--head-dim", "--batch", "--heads", "--dtype",
                                              "--impl", "--repeat", "--warmup", "--device", "--json",
-                                             "--csv", "--plot", "--plan", "--memory-budget", "--dropout",
+                                             "--csv", "--plot", "--plan", "--tensor-cores", "--memory-budget", "--dropout",
                                              "--block-density", "--block-size", "--varlen", "--varlen-seed"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; ++k) known |= strcmp(name, valued[k]) == 0;
@@ -277,6 +280,12 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         else if (strcmp(name, "--warmup") == 0) bad = parse_int(value, 0, 100000, &o->warmup);
         else if (strcmp(name, "--impl") == 0) bad = parse_impls(value, o);
         else if (strcmp(name, "--plan") == 0) bad = parse_plan(value, &o->plan), o->plan_forced = 1;
+        else if (strcmp(name, "--tensor-cores") == 0) {
+            if (strcmp(value, "auto") == 0) o->tensor_cores = FLASHCL_TENSOR_CORES_AUTO;
+            else if (strcmp(value, "off") == 0) o->tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+            else if (strcmp(value, "emulate") == 0) o->tensor_cores = FLASHCL_TENSOR_CORES_EMULATE;
+            else bad = 1;
+        }
         else if (strcmp(name, "--memory-budget") == 0) bad = parse_bytes(value, &o->memory_budget);
         else if (strcmp(name, "--block-size") == 0) bad = parse_int(value, 1, 1 << 20, &o->block_size);
         else if (strcmp(name, "--varlen") == 0) {

@@ -29,6 +29,7 @@ typedef struct bench_options {
     const char *csv_path;
     const char *plot_path;
     int plan_forced;
+    flashcl_tensor_cores tensor_cores; /* --tensor-cores (default AUTO) */
     flashcl_plan plan;
     size_t memory_budget; /* 0: none */
     int check;

@@ -165,6 +165,7 @@ flashcl_status bench_time(const bench_timing_request *r, bench_record *record) {
     }
     record->extra_device_bytes = (double)extra;
     record->predicted_hbm_bytes = traffic;
+    record->tensor_cores = fwd_stats.tensor_cores;
     return FLASHCL_SUCCESS;
 }
 

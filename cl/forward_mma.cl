@@ -1,0 +1,450 @@
+// forward_mma.cl: the FlashAttention forward pass on matrix units (tensor
+// cores) for half and bfloat16 storage, FlashAttention-2's warp layout.
+//
+// Macros taken (host passes them with -D):
+//   HEAD_DIM   head dimension, a multiple of 16, at most 128
+//   BLOCK_Q    query rows per work-group: 16 * M_TILES per warp of 32 work-items
+//   M_TILES    16-row tiles per warp (each K and V fragment read from local
+//              memory serves all of them)
+//   BLOCK_K    keys per step of the inner loop, a multiple of 16
+//   FLASHCL_MMA_PTX  1: NVIDIA inline PTX (mma.sync, shfl.sync; compute
+//              capability >= 8.0). 0: the same instructions emulated with
+//              local memory and barriers, for testing on any device.
+//
+// Each warp owns 16 * M_TILES query rows for the whole kernel. Lane
+// (g = lane / 4, t = lane % 4) holds, as PTX's m16n8k16 fragments define them:
+//   Q (A operand): rows g and g + 8, dims 2t, 2t+1, 2t+8, 2t+9 of every
+//     16-dim step, packed two 16-bit values per register, loaded once;
+//   S and P (accumulators): rows g and g + 8, keys 2t, 2t+1 of every 8-key
+//     tile. Two neighbouring 8-key accumulator tiles are exactly the A
+//     operand of the product with V, so P never goes through local memory;
+//   O (accumulators): rows g and g + 8, dims 2t, 2t+1 of every 8-dim tile.
+// A row is spread over the 4 lanes of a quad: its maximum is exchanged
+// within the quad (two butterfly shuffles); its sum stays per lane until the
+// end. K and V blocks sit in local memory as keys x dims with row strides of
+// 4 (mod 8) words, so the 32 lanes' fragment reads (8 rows g x 4 words t,
+// or ldmatrix's 8 rows of 16 bytes) hit 32 different banks; V's fragments
+// come through ldmatrix's transposing load.
+// On NVIDIA the blocks are copied with cp.async, which needs no registers:
+// K(j+1) is fetched while P V(j) is computed and V(j+1) while S(j+1) is.
+// Scores are kept in log2 units (scale * log2(e) folded into the scale), so
+// each probability is one exp2.
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef BLOCK_Q
+#define BLOCK_Q 64
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 64
+#endif
+#ifndef FLASHCL_MMA_PTX
+#define FLASHCL_MMA_PTX 0
+#endif
+
+#if FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
+#error "the tensor-core kernel takes half (1) or bfloat16 (2) storage"
+#endif
+#if HEAD_DIM % 16 != 0 || HEAD_DIM < 16 || HEAD_DIM > 128
+#error "HEAD_DIM must be a multiple of 16 in 16..128"
+#endif
+#if BLOCK_Q % 16 != 0 || BLOCK_K % 16 != 0
+#error "BLOCK_Q and BLOCK_K must be multiples of 16"
+#endif
+#if BLOCK_Q % (16 * M_TILES) != 0
+#error "BLOCK_Q must be a multiple of 16 * M_TILES"
+#endif
+
+#ifndef M_TILES
+#define M_TILES 1
+#endif
+#define WARPS (BLOCK_Q / (16 * M_TILES))
+#define WG_SIZE (WARPS * 32)
+#define DIM_STEPS (HEAD_DIM / 16) // k-steps of Q K^T
+#define KEY_TILES (BLOCK_K / 8)   // 8-key accumulator tiles of S
+#define KEY_STEPS (BLOCK_K / 16)  // k-steps of P V
+#define DIM_TILES (HEAD_DIM / 8)  // 8-dim accumulator tiles of O
+// Local rows in 32-bit words (two 16-bit values each), 4 (mod 8) words.
+#define K_ROW_WORDS (HEAD_DIM / 2 + 4)
+#define CHUNKS_PER_ROW (HEAD_DIM / 8) // 16-byte chunks (8 values) per K/V row
+
+// ---- the matrix instruction, the quad shuffle, packing two floats ----
+#if FLASHCL_MMA_PTX
+#if FLASHCL_DTYPE == 1
+#define MMA_TYPE "f16"
+#define PACK_CVT "cvt.rn.f16x2.f32"
+#else
+#define MMA_TYPE "bf16"
+#define PACK_CVT "cvt.rn.bf16x2.f32"
+#endif
+// c += A (16x16, row) * B (16x8, col), float accumulators.
+#define MMA(c, a0, a1, a2, a3, b0, b1)                                                                       \
+    do {                                                                                                     \
+        float d0_, d1_, d2_, d3_;                                                                            \
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE                          \
+                     ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"                        \
+                     : "=f"(d0_), "=f"(d1_), "=f"(d2_), "=f"(d3_)                                            \
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"((c).x), "f"((c).y),         \
+                       "f"((c).z), "f"((c).w));                                                              \
+        (c) = (float4)(d0_, d1_, d2_, d3_);                                                                  \
+    } while (0)
+// lo goes to the low 16 bits (the lower-indexed element of a fragment pair);
+// cvt puts its first source in the high half.
+inline uint pack2(float lo, float hi) {
+    uint r;
+    asm(PACK_CVT " %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+inline float quad_xor(float x, int mask) {
+    uint r;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(mask));
+    return as_float(r);
+}
+#define QUAD_XOR(x, mask) quad_xor((x), (mask))
+#define EXP2(x) native_exp2(x) // ex2.approx: P is rounded to 16 bits next anyway
+// A __local pointer's value is its address in PTX's shared state space.
+#define SHARED_ADDRESS(p) ((uint)(ulong)(p))
+// 16 bytes from global to local memory without passing through registers;
+// a copy with `valid` 0 reads nothing and writes zeros.
+#define COPY16_ASYNC(dst, src, valid)                                                                  \
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(SHARED_ADDRESS(dst)), "l"((ulong)(src)), \
+                 "r"((valid) ? 16 : 0)                                                                 \
+                 : "memory")
+#define COPY_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+// Waits until at most n of this work-item's copy groups are still in flight.
+#define COPY_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
+// B operands of P V for dim tiles j and j+1 from V stored keys x dims:
+// ldmatrix's transposing load, lanes 0-15 naming the 16 key rows of dim
+// tile j, lanes 16-31 those of tile j+1.
+#define V_FRAGMENTS(b, v_words, key0, j)                                                                 \
+    do {                                                                                                 \
+        __local const uint *row_ = (v_words) + ((key0) + (lane & 15)) * K_ROW_WORDS + ((j) + (lane >> 4)) * 4; \
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"                \
+                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])                                    \
+                     : "r"(SHARED_ADDRESS(row_))                                                          \
+                     : "memory");                                                                        \
+    } while (0)
+#else
+#if FLASHCL_DTYPE == 1
+inline float unpack16(__local const uint *words, int index) { return vload_half(index, (__local const half *)words); }
+inline uint round16(float x) {
+    ushort bits;
+    vstore_half_rte(x, 0, (__private half *)&bits);
+    return bits;
+}
+#else
+inline float unpack16(__local const uint *words, int index) {
+    const uint w = words[index >> 1];
+    return as_float((index & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+inline uint round16(float x) { return flashcl_float_to_bf16(x); }
+#endif
+inline uint pack2(float lo, float hi) { return round16(lo) | (round16(hi) << 16); }
+// One warp's m16n8k16 through local memory: every lane stores its fragment
+// words where the PTX layout puts them (A: 16 rows of 8 words; B: 8 columns
+// of 8 words along k), then computes its own four accumulators. Called by
+// every work-item of the group at the same point (it has barriers).
+void mma_emulated(float4 *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, __local uint *scratch,
+                  int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    scratch[g * 8 + t] = a0;
+    scratch[(g + 8) * 8 + t] = a1;
+    scratch[g * 8 + t + 4] = a2;
+    scratch[(g + 8) * 8 + t + 4] = a3;
+    scratch[128 + g * 8 + t] = b0;
+    scratch[128 + g * 8 + t + 4] = b1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float4 acc = *c;
+    #pragma unroll
+    for (int kk = 0; kk < 16; ++kk) {
+        const float a_top = unpack16(scratch, g * 16 + kk), a_bottom = unpack16(scratch, (g + 8) * 16 + kk);
+        const float b_left = unpack16(scratch, 256 + (2 * t) * 16 + kk);
+        const float b_right = unpack16(scratch, 256 + (2 * t + 1) * 16 + kk);
+        acc.x = fma(a_top, b_left, acc.x);
+        acc.y = fma(a_top, b_right, acc.y);
+        acc.z = fma(a_bottom, b_left, acc.z);
+        acc.w = fma(a_bottom, b_right, acc.w);
+    }
+    *c = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+float quad_xor_emulated(float x, int mask, __local float *exchange, int lid) {
+    exchange[lid] = x;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float y = exchange[lid ^ mask];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return y;
+}
+#define MMA(c, a0, a1, a2, a3, b0, b1) mma_emulated(&(c), a0, a1, a2, a3, b0, b1, warp_scratch, lane)
+#define QUAD_XOR(x, mask) quad_xor_emulated((x), (mask), exchange, lid)
+#define EXP2(x) exp2(x)
+// The copies are plain and finish at once; the barriers that follow them
+// order them as they order the asynchronous ones.
+#define COPY16_ASYNC(dst, src, valid) (*(dst) = (valid) ? *(src) : (uint4)(0u))
+#define COPY_COMMIT()
+#define COPY_WAIT(n)
+// What ldmatrix .trans delivers: lane (g, t) gets keys 2t, 2t+1 (and
+// 2t+8, 2t+9) of dim g of each tile, packed low to high.
+inline uint v_pair(__local const uint *v_words, int key, int dim) {
+    __local const ushort *halves = (__local const ushort *)v_words;
+    return (uint)halves[key * (2 * K_ROW_WORDS) + dim] | ((uint)halves[(key + 1) * (2 * K_ROW_WORDS) + dim] << 16);
+}
+#define V_FRAGMENTS(b, v_words, key0, j)                                     \
+    do {                                                                     \
+        b[0] = v_pair(v_words, (key0) + 2 * t, (j) * 8 + g);                 \
+        b[1] = v_pair(v_words, (key0) + 2 * t + 8, (j) * 8 + g);             \
+        b[2] = v_pair(v_words, (key0) + 2 * t, (j) * 8 + 8 + g);             \
+        b[3] = v_pair(v_words, (key0) + 2 * t + 8, (j) * 8 + 8 + g);         \
+    } while (0)
+#endif
+
+// Two adjacent 16-bit values of a half/bfloat16 tensor as one word; index is even.
+#define LOAD_PAIR(ptr, index) (*(__global const uint *)((ptr) + (index)))
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward_mma(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
+    __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    // K and V blocks, both keys x dims; each is refilled (asynchronously on
+    // NVIDIA) while the other one is in use.
+    __local uint4 k_tile4[BLOCK_K * K_ROW_WORDS / 4];
+    __local uint4 v_tile4[BLOCK_K * K_ROW_WORDS / 4];
+    __local const uint *k_tile = (__local const uint *)k_tile4;
+    __local const uint *v_tile = (__local const uint *)v_tile4;
+
+    const int lid = (int)get_local_id(0);
+    const int warp = lid / 32, lane = lid % 32;
+    const int g = lane >> 2, t = lane & 3;
+#if !FLASHCL_MMA_PTX
+    __local uint scratch[WARPS * 192];
+    __local float exchange[WG_SIZE];
+    __local uint *warp_scratch = scratch + warp * 192;
+#endif
+    // Causal groups near the end of the sequence have the most keys: they
+    // start first so the short ones fill the tail.
+    const int q0 = ((int)get_num_groups(0) - 1 - (int)get_group_id(0)) * BLOCK_Q;
+    const int bh = (int)get_group_id(1);
+    const int b = bh / heads_q;
+    const int h = bh - b * heads_q;
+    const int hk = h / group_size;
+    const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    const ulong o_base = o_offset + (ulong)b * o_stride_b + (ulong)h * o_stride_h;
+    // This warp's query rows: M_TILES tiles of 16 from warp_row0; lane
+    // (g, t) holds rows m * 16 + g ("top") and m * 16 + g + 8 ("bottom").
+    const int warp_row0 = q0 + warp * 16 * M_TILES;
+
+    // Q fragments, rows past the sequence as zeros.
+    uint qa[M_TILES][DIM_STEPS][4];
+    #pragma unroll
+    for (int m = 0; m < M_TILES; ++m) {
+        const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
+        #pragma unroll
+        for (int s = 0; s < DIM_STEPS; ++s) {
+            const int col = s * 16 + 2 * t;
+            const ulong top = q_base + (ulong)row_top * q_stride_s + col;
+            const ulong bottom = q_base + (ulong)row_bottom * q_stride_s + col;
+            qa[m][s][0] = row_top < seqlen_q ? LOAD_PAIR(q, top) : 0u;
+            qa[m][s][1] = row_bottom < seqlen_q ? LOAD_PAIR(q, bottom) : 0u;
+            qa[m][s][2] = row_top < seqlen_q ? LOAD_PAIR(q, top + 8) : 0u;
+            qa[m][s][3] = row_bottom < seqlen_q ? LOAD_PAIR(q, bottom + 8) : 0u;
+        }
+    }
+
+    float4 acc[M_TILES][DIM_TILES];
+    // Running maxima (log2 units) and this lane's part of the row sums:
+    // [m][0] for the top row of tile m, [m][1] for the bottom one.
+    float row_max[M_TILES][2], row_sum[M_TILES][2];
+    #pragma unroll
+    for (int m = 0; m < M_TILES; ++m) {
+        row_max[m][0] = row_max[m][1] = -INFINITY;
+        row_sum[m][0] = row_sum[m][1] = 0.0f;
+        #pragma unroll
+        for (int j = 0; j < DIM_TILES; ++j) acc[m][j] = (float4)(0.0f);
+    }
+    const float scale2 = scale * M_LOG2E_F;
+
+    // Bottom-right causal alignment: row i sees keys j <= i + diagonal.
+    const int diagonal = seqlen_k - seqlen_q;
+    int key_end = seqlen_k;
+    if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k);
+
+    // One block of K or V rows as 16-byte chunks, consecutive work-items
+    // along a row; rows past seqlen_k are zeros.
+#define FETCH_BLOCK(tile4, src, base, stride_s, key0)                                             \
+    for (int e = lid; e < BLOCK_K * CHUNKS_PER_ROW; e += WG_SIZE) {                               \
+        const int r = e / CHUNKS_PER_ROW, c = e - r * CHUNKS_PER_ROW;                             \
+        const bool valid = (key0) + r < seqlen_k;                                                 \
+        __global const uint4 *from =                                                              \
+            (__global const uint4 *)((src) + (base) + (valid ? (ulong)((key0) + r) * (stride_s) + c * 8 : 0)); \
+        COPY16_ASYNC(&(tile4)[(r * K_ROW_WORDS) / 4 + c], from, valid);                           \
+    }
+    // The copies run in order K(0), V(0), then K(j+1) while P V(j) is
+    // computed and V(j+1) while S(j+1) is: at every wait, the block needed
+    // is the older of the two groups in flight.
+    if (key_end > 0) {
+        FETCH_BLOCK(k_tile4, k, k_base, k_stride_s, 0);
+        COPY_COMMIT();
+        FETCH_BLOCK(v_tile4, v, v_base, v_stride_s, 0);
+        COPY_COMMIT();
+    }
+    for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
+        const bool has_next = k0 + BLOCK_K < key_end; // uniform
+        COPY_WAIT(1); // K(j) has landed
+        barrier(CLK_LOCAL_MEM_FENCE);
+#if FLASHCL_MMA_PTX
+        // A warp whose rows see no key of this block skips its arithmetic
+        // (it would give P = 0 and no change); warp-uniform.
+        const bool warp_active = !causal || k0 <= warp_row0 + 16 * M_TILES - 1 + diagonal;
+#else
+        const bool warp_active = true;
+#endif
+
+        // S = Q K^T: each K fragment serves every row tile of the warp.
+        float4 s[M_TILES][KEY_TILES];
+        if (warp_active) {
+        #pragma unroll
+        for (int n = 0; n < KEY_TILES; ++n) {
+            #pragma unroll
+            for (int m = 0; m < M_TILES; ++m) s[m][n] = (float4)(0.0f);
+            __local const uint *key_row = k_tile + (n * 8 + g) * K_ROW_WORDS + t;
+            #pragma unroll
+            for (int d = 0; d < DIM_STEPS; ++d) {
+                const uint b0 = key_row[d * 8], b1 = key_row[d * 8 + 4];
+                #pragma unroll
+                for (int m = 0; m < M_TILES; ++m)
+                    MMA(s[m][n], qa[m][d][0], qa[m][d][1], qa[m][d][2], qa[m][d][3], b0, b1);
+            }
+        }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); // every warp is done with K(j)
+        if (has_next) {
+            FETCH_BLOCK(k_tile4, k, k_base, k_stride_s, k0 + BLOCK_K);
+            COPY_COMMIT();
+        }
+
+        // Scale, mask (only blocks reaching past seqlen_k or the diagonal:
+        // a uniform test), then the online softmax row by row.
+        const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal);
+        uint pa[M_TILES][KEY_STEPS][4];
+        if (warp_active) {
+        #pragma unroll
+        for (int m = 0; m < M_TILES; ++m) {
+            const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
+            float block_top = -INFINITY, block_bottom = -INFINITY;
+            #pragma unroll
+            for (int n = 0; n < KEY_TILES; ++n) {
+                float4 x = s[m][n] * scale2;
+                if (masked_block) {
+                    const int col = k0 + n * 8 + 2 * t;
+                    const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;
+                    if (left_out || (causal && col > row_top + diagonal)) x.x = -INFINITY;
+                    if (right_out || (causal && col + 1 > row_top + diagonal)) x.y = -INFINITY;
+                    if (left_out || (causal && col > row_bottom + diagonal)) x.z = -INFINITY;
+                    if (right_out || (causal && col + 1 > row_bottom + diagonal)) x.w = -INFINITY;
+                }
+                s[m][n] = x;
+                block_top = fmax(block_top, fmax(x.x, x.y));
+                block_bottom = fmax(block_bottom, fmax(x.z, x.w));
+            }
+            block_top = fmax(block_top, QUAD_XOR(block_top, 1));
+            block_top = fmax(block_top, QUAD_XOR(block_top, 2));
+            block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 1));
+            block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 2));
+
+            // New maxima; alpha rescales what was accumulated. A row with no
+            // visible key yet keeps -inf, and its "safe" maximum 0 makes
+            // alpha and P exactly 0 instead of NaN.
+            const float new_top = fmax(row_max[m][0], block_top), new_bottom = fmax(row_max[m][1], block_bottom);
+            const float safe_top = new_top == -INFINITY ? 0.0f : new_top;
+            const float safe_bottom = new_bottom == -INFINITY ? 0.0f : new_bottom;
+            const float alpha_top = EXP2(row_max[m][0] - safe_top);
+            const float alpha_bottom = EXP2(row_max[m][1] - safe_bottom);
+            row_max[m][0] = new_top;
+            row_max[m][1] = new_bottom;
+            float own_top = 0.0f, own_bottom = 0.0f;
+            #pragma unroll
+            for (int n = 0; n < KEY_TILES; ++n) {
+                const float4 p = (float4)(EXP2(s[m][n].x - safe_top), EXP2(s[m][n].y - safe_top),
+                                          EXP2(s[m][n].z - safe_bottom), EXP2(s[m][n].w - safe_bottom));
+                own_top += p.x + p.y;
+                own_bottom += p.z + p.w;
+                // Accumulator tiles 2kk and 2kk+1 of S are the A operand of
+                // key step kk of P V, rounded to the storage type.
+                pa[m][n / 2][(n % 2) * 2] = pack2(p.x, p.y);
+                pa[m][n / 2][(n % 2) * 2 + 1] = pack2(p.z, p.w);
+            }
+            row_sum[m][0] = row_sum[m][0] * alpha_top + own_top;
+            row_sum[m][1] = row_sum[m][1] * alpha_bottom + own_bottom;
+            #pragma unroll
+            for (int j = 0; j < DIM_TILES; ++j)
+                acc[m][j] *= (float4)(alpha_top, alpha_top, alpha_bottom, alpha_bottom);
+        }
+        }
+
+        if (has_next)
+            COPY_WAIT(1); // V(j) has landed; K(j+1) may be in flight
+        else
+            COPY_WAIT(0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        // O += P V: each V fragment serves every row tile of the warp.
+        if (warp_active) {
+            #pragma unroll
+            for (int kk = 0; kk < KEY_STEPS; ++kk) {
+                #pragma unroll
+                for (int j = 0; j < DIM_TILES; j += 2) {
+                    uint vb[4];
+                    V_FRAGMENTS(vb, v_tile, kk * 16, j);
+                    #pragma unroll
+                    for (int m = 0; m < M_TILES; ++m) {
+                        MMA(acc[m][j], pa[m][kk][0], pa[m][kk][1], pa[m][kk][2], pa[m][kk][3], vb[0], vb[1]);
+                        MMA(acc[m][j + 1], pa[m][kk][0], pa[m][kk][1], pa[m][kk][2], pa[m][kk][3], vb[2], vb[3]);
+                    }
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); // every warp is done with V(j)
+        if (has_next) {
+            FETCH_BLOCK(v_tile4, v, v_base, v_stride_s, k0 + BLOCK_K);
+            COPY_COMMIT();
+        }
+    }
+
+    #pragma unroll
+    for (int m = 0; m < M_TILES; ++m) {
+        const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
+        // Each row's sum is spread over the 4 lanes of its quad.
+        float sum_top = row_sum[m][0], sum_bottom = row_sum[m][1];
+        sum_top += QUAD_XOR(sum_top, 1);
+        sum_top += QUAD_XOR(sum_top, 2);
+        sum_bottom += QUAD_XOR(sum_bottom, 1);
+        sum_bottom += QUAD_XOR(sum_bottom, 2);
+        const float inv_top = sum_top > 0.0f ? 1.0f / sum_top : 0.0f;
+        const float inv_bottom = sum_bottom > 0.0f ? 1.0f / sum_bottom : 0.0f;
+        #pragma unroll
+        for (int j = 0; j < DIM_TILES; ++j) {
+            const int col = j * 8 + 2 * t;
+            if (row_top < seqlen_q)
+                *(__global uint *)(o + o_base + (ulong)row_top * o_stride_s + col) =
+                    pack2(acc[m][j].x * inv_top, acc[m][j].y * inv_top);
+            if (row_bottom < seqlen_q)
+                *(__global uint *)(o + o_base + (ulong)row_bottom * o_stride_s + col) =
+                    pack2(acc[m][j].z * inv_bottom, acc[m][j].w * inv_bottom);
+        }
+        if (write_lse && t == 0) {
+            const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;
+            // Natural units: LSE = ln(2) * (max + log2(sum)).
+            if (row_top < seqlen_q)
+                lse[lse_base + (ulong)row_top * lse_stride_s] =
+                    sum_top > 0.0f ? (row_max[m][0] + log2(sum_top)) * M_LN2_F : -INFINITY;
+            if (row_bottom < seqlen_q)
+                lse[lse_base + (ulong)row_bottom * lse_stride_s] =
+                    sum_bottom > 0.0f ? (row_max[m][1] + log2(sum_bottom)) * M_LN2_F : -INFINITY;
+        }
+    }
+}

@@ -1,0 +1,219 @@
+/* test_forward_mma.c: the tensor-core forward kernel (cl/forward_mma.cl) against the double reference, and when
+ * calls fall back to the portable kernel. On devices without matrix instructions flashcl can program (every CPU
+ * implementation) the kernel runs with its matrix instructions emulated; on an NVIDIA GPU of compute capability
+ * >= 8.0 it runs on the tensor cores. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+typedef struct mma_case {
+    int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal;
+    float scale;     /* 0: the default 1/sqrt(head_dim) */
+    float amplitude; /* Q and K are uniform in [-amplitude, amplitude] */
+} mma_case;
+
+/* Every head dim the kernel takes, TESTING.md's odd pairs, lengths around
+ * its 16-row warp tiles and 64-row groups, causal with seqlen_q > seqlen_k
+ * (fully masked top rows), GQA and MQA. */
+static const mma_case sweep[] = {
+    {1, 2, 2, 1, 1, 64, 0, 0, 1},       {2, 4, 2, 1, 239, 16, 1, 0, 1},    {1, 2, 2, 3, 799, 32, 0, 0, 1},
+    {1, 3, 1, 113, 203, 48, 1, 0, 1},   {1, 2, 1, 127, 512, 80, 0, 0, 1},  {2, 2, 2, 128, 217, 96, 1, 0, 1},
+    {1, 2, 2, 255, 256, 112, 0, 0, 1},  {1, 2, 2, 512, 256, 128, 1, 0, 1}, {1, 1, 1, 1023, 1024, 64, 1, 0, 1},
+    {1, 1, 1, 1024, 1023, 128, 0, 0, 1}, {1, 2, 2, 200, 100, 64, 1, 0, 1}, {1, 2, 2, 17, 15, 16, 1, 0, 1},
+    {1, 1, 1, 65, 63, 64, 1, 0, 1},     {1, 1, 1, 63, 65, 64, 0, 0, 1},    {1, 2, 2, 77, 91, 32, 0, 0.3f, 1},
+    {2, 2, 1, 33, 47, 128, 1, 1.7f, 1},
+};
+#define SWEEP_COUNT ((int)(sizeof sweep / sizeof sweep[0]))
+
+/* A context in the mode that runs the tensor-core kernel here, and the
+ * tensor_cores value its calls should report. */
+static flashcl_context *mma_context(int *expected) {
+    flashcl_context *ctx = ts_context();
+    const int real = flashcl_context_has_tensor_cores(ctx);
+    ck_assert_int_eq(
+        flashcl_context_set_tensor_cores(ctx, real ? FLASHCL_TENSOR_CORES_AUTO : FLASHCL_TENSOR_CORES_EMULATE),
+        FLASHCL_SUCCESS);
+    *expected = real ? 1 : 2;
+    return ctx;
+}
+
+static flashcl_attention_desc desc_of(const mma_case *c, flashcl_dtype dtype) {
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, c->batch, c->heads_q, c->seqlen_q, c->seqlen_k, c->head_dim);
+    d.heads_kv = c->heads_kv;
+    d.causal = c->causal;
+    d.scale = c->scale;
+    d.dtype = dtype;
+    return d;
+}
+
+static int last_tensor_cores(flashcl_context *ctx) {
+    flashcl_call_stats stats;
+    ck_assert_int_eq(flashcl_last_call_stats(ctx, &stats), FLASHCL_SUCCESS);
+    return stats.tensor_cores;
+}
+
+/* Runs p in one placement, checks it against the reference and that the
+ * kernel that ran is the expected one. */
+static void run_checked(flashcl_context *ctx, const ts_problem *p, const ts_placements *place, const char *name,
+                        int expected_tensor_cores) {
+    float *o = malloc(p->q_count * sizeof *o), *lse = malloc(p->lse_count * sizeof *lse);
+    ck_assert(o && lse);
+    const flashcl_attention_desc *d = &p->desc;
+    char label[256];
+    snprintf(label, sizeof label, "B%d Hq%d Hkv%d Sq%d Sk%d D%d %s dtype %d, %s", d->batch, d->heads_q, d->heads_kv,
+             d->seqlen_q, d->seqlen_k, d->head_dim, d->causal ? "causal" : "full", (int)d->dtype, name);
+    ts_run_forward(ctx, p, place, o, lse);
+    ck_assert_msg(last_tensor_cores(ctx) == expected_tensor_cores, "%s: tensor_cores %d, expected %d", label,
+                  last_tensor_cores(ctx), expected_tensor_cores);
+    ts_check_forward(p, o, lse, label);
+    free(o);
+    free(lse);
+}
+
+static void run_case(const mma_case *c, flashcl_dtype dtype, uint64_t seed) {
+    int expected;
+    flashcl_context *ctx = mma_context(&expected);
+    const flashcl_attention_desc d = desc_of(c, dtype);
+    ts_problem p;
+    ts_problem_init(&p, &d, seed, c->amplitude);
+    const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
+    run_checked(ctx, &p, &bhsd, "BHSD contiguous", expected);
+    /* Offsets and padding that keep rows 8-element aligned. */
+    const ts_placements bshd = ts_uniform_placements(FLASHCL_LAYOUT_BSHD, 8, 8);
+    run_checked(ctx, &p, &bshd, "BSHD offset 8 pad 8", expected);
+    ts_problem_free(&p);
+    flashcl_context_free(ctx);
+}
+
+START_TEST(test_half_sweep) { run_case(&sweep[_i], FLASHCL_DTYPE_F16, 9000u + (uint64_t)_i); }
+END_TEST
+
+START_TEST(test_bfloat16_sweep) { run_case(&sweep[_i], FLASHCL_DTYPE_BF16, 9100u + (uint64_t)_i); }
+END_TEST
+
+/* Scores far beyond 88 (exp overflows in float): the running maximum
+ * must be subtracted first. */
+START_TEST(test_large_logits) {
+    const mma_case c = {1, 2, 2, 150, 170, 64, _i, 2.0f, 3};
+    int expected;
+    flashcl_context *ctx = mma_context(&expected);
+    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F16);
+    ts_problem p;
+    ts_problem_init(&p, &d, 9200u + (uint64_t)_i, c.amplitude);
+    double max_lse = -INFINITY;
+    for (size_t i = 0; i < p.lse_count; ++i) max_lse = fmax(max_lse, p.lse_ref[i]);
+    ck_assert_msg(max_lse > 88.0, "the large-logit case reaches only %g", max_lse);
+    p.check_target = 0;
+    const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
+    run_checked(ctx, &p, &bhsd, "large logits", expected);
+    ts_problem_free(&p);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+/* Twice the same call writes the same bits. */
+START_TEST(test_repeatable) {
+    const mma_case c = {1, 2, 1, 150, 230, 64, 1, 0, 1};
+    int expected;
+    flashcl_context *ctx = mma_context(&expected);
+    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_BF16);
+    ts_problem p;
+    ts_problem_init(&p, &d, 9300u, 1.0f);
+    float *first = malloc(p.q_count * sizeof *first), *second = malloc(p.q_count * sizeof *second);
+    float *lse = malloc(p.lse_count * sizeof *lse);
+    ck_assert(first && second && lse);
+    const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
+    ts_run_forward(ctx, &p, &bhsd, first, lse);
+    ts_run_forward(ctx, &p, &bhsd, second, lse);
+    ck_assert_int_eq(last_tensor_cores(ctx), expected);
+    for (size_t i = 0; i < p.q_count; ++i)
+        ck_assert_msg(first[i] == second[i], "O[%zu] differs between runs: %g, %g", i, (double)first[i],
+                      (double)second[i]);
+    free(first), free(second), free(lse);
+    ts_problem_free(&p);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+/* Calls the kernel does not take run the portable kernel, still correct:
+ * float data, a head dim not a multiple of 16 or above 128, a row not
+ * 8-element aligned, a forced plan, and every call with the mode off. */
+START_TEST(test_fallbacks) {
+    int expected;
+    flashcl_context *ctx = mma_context(&expected);
+    mma_case c = {1, 2, 2, 70, 90, 64, 1, 0, 1};
+    flashcl_dtype dtype = FLASHCL_DTYPE_F16;
+    ts_placements place = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
+    const char *name = "";
+    switch (_i) {
+    case 0: dtype = FLASHCL_DTYPE_F32, name = "float data"; break;
+    case 1: c.head_dim = 40, name = "head_dim 40"; break;
+    case 2: c.head_dim = 160, name = "head_dim 160"; break;
+    case 3: place = ts_uniform_placements(FLASHCL_LAYOUT_BSHD, 4, 0), name = "offset 4"; break;
+    case 4: place = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 2), name = "pad 2"; break;
+    case 5: {
+        flashcl_attention_desc d = desc_of(&c, dtype);
+        flashcl_plan plan;
+        ck_assert_int_eq(flashcl_context_plan(ctx, FLASHCL_PASS_FORWARD, &d, &plan), FLASHCL_SUCCESS);
+        ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &plan), FLASHCL_SUCCESS);
+        name = "forced plan";
+        break;
+    }
+    default:
+        ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
+        name = "mode off";
+        break;
+    }
+    const flashcl_attention_desc d = desc_of(&c, dtype);
+    ts_problem p;
+    ts_problem_init(&p, &d, 9400u + (uint64_t)_i, 1.0f);
+    run_checked(ctx, &p, &place, name, 0);
+    ts_problem_free(&p);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+/* AUTO uses matrix units only where the device has them; bad modes fail. */
+START_TEST(test_modes) {
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, (flashcl_tensor_cores)7), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_ne(strstr(flashcl_last_error(ctx), "tensor-core mode"), NULL);
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(NULL, FLASHCL_TENSOR_CORES_OFF), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(flashcl_context_has_tensor_cores(NULL), 0);
+    const mma_case c = {1, 1, 1, 40, 50, 32, 0, 0, 1};
+    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F16);
+    ts_problem p;
+    ts_problem_init(&p, &d, 9500u, 1.0f);
+    const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
+    run_checked(ctx, &p, &bhsd, "default mode", flashcl_context_has_tensor_cores(ctx) ? 1 : 0);
+    ts_problem_free(&p);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+static Suite *mma_suite(void) {
+    Suite *s = suite_create("forward_mma");
+    TCase *tc = tcase_create("tensor_cores");
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
+    tcase_add_loop_test(tc, test_half_sweep, 0, SWEEP_COUNT);
+    tcase_add_loop_test(tc, test_bfloat16_sweep, 0, SWEEP_COUNT);
+    tcase_add_loop_test(tc, test_large_logits, 0, 2);
+    tcase_add_test(tc, test_repeatable);
+    tcase_add_loop_test(tc, test_fallbacks, 0, 7);
+    tcase_add_test(tc, test_modes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *runner = srunner_create(mma_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    const int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
