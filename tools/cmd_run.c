@@ -155,6 +155,17 @@ static flashcl_tensor view(const run_state *s, int which, int heads, int seqlen)
     return flashcl_tensor_contiguous(s->t[which].buffer, s->options.layout, heads, seqlen, s->inputs.desc.head_dim);
 }
 
+/* Which flash kernel ran, from the call's stats rather than --tensor-cores:
+ * the library falls back to the portable kernel for calls the tensor-core
+ * one does not take. The portable kernel's line stays as it always was. */
+static const char *kernel_note(int tensor_cores) {
+    switch (tensor_cores) {
+    case 1: return "tensor cores, ";
+    case 2: return "tensor cores (emulated), ";
+    default: return "";
+    }
+}
+
 static void print_call(const char *pass, const run_state *s) {
     flashcl_call_stats stats;
     if (flashcl_last_call_stats(s->ctx, &stats) != FLASHCL_SUCCESS) return;
@@ -164,7 +175,7 @@ static void print_call(const char *pass, const run_state *s) {
     }
     char plan[160];
     cli_format_plan(&stats.plan, plan, sizeof plan);
-    printf("%s: flash, %s\n", pass, plan);
+    printf("%s: flash, %s%s\n", pass, kernel_note(stats.tensor_cores), plan);
 }
 
 static void print_problem(const run_state *s) {
@@ -198,6 +209,7 @@ static int setup_context(run_state *s) {
         return -1;
     }
     if ((status = flashcl_context_set_impl(s->ctx, s->options.impl)) != FLASHCL_SUCCESS ||
+        (status = flashcl_context_set_tensor_cores(s->ctx, s->options.tensor_cores)) != FLASHCL_SUCCESS ||
         (s->options.forward_plan_given &&
          (status = flashcl_context_force_plan(s->ctx, FLASHCL_PASS_FORWARD, &s->options.forward_plan))) ||
         (s->options.backward_plan_given &&

@@ -32,6 +32,14 @@ void run_print_help(FILE *out) {
             "  --device SPEC           device index from `flashcl devices`, or a platform/device\n"
             "                          name substring (default: FLASHCL_DEVICE, else first GPU)\n"
             "  --impl flash|standard   fused FlashAttention kernels (default) or standard attention\n"
+            "  --tensor-cores auto|off|emulate\n"
+            "                          f16/bf16 forward on the tensor-core kernel: where the device has\n"
+            "                          matrix units (auto, default: NVIDIA compute capability >= 8.0),\n"
+            "                          never (off), or with its matrix instructions emulated on any\n"
+            "                          device (emulate: slow, for tests). Calls with head_dim not a\n"
+            "                          multiple of 16 or above 128, a window, block mask, dropout,\n"
+            "                          varlen or --plan run the portable kernel; the 'forward:' line\n"
+            "                          says which kernel ran (the backward is always portable)\n"
             "  --plan BQ,BK,TQ,TK      force the forward tile plan (block_q, block_k, threads_q, threads_k)\n"
             "  --backward-plan BQ,BK,TQ,TK   force the backward tile plan\n"
             "  --kernel-dir DIR        load the .cl kernel sources from DIR instead of the built-in ones\n"
@@ -121,6 +129,15 @@ static int parse_value_option(const char *name, const char *value, run_options *
             o->impl = FLASHCL_IMPL_STANDARD;
         else
             return usage_error("--impl must be flash or standard, not '%s'", value);
+    } else if (strcmp(name, "--tensor-cores") == 0) {
+        if (strcmp(value, "auto") == 0)
+            o->tensor_cores = FLASHCL_TENSOR_CORES_AUTO;
+        else if (strcmp(value, "off") == 0)
+            o->tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+        else if (strcmp(value, "emulate") == 0)
+            o->tensor_cores = FLASHCL_TENSOR_CORES_EMULATE;
+        else
+            return usage_error("--tensor-cores must be auto, off or emulate, not '%s'", value);
     } else if (strcmp(name, "--dtype") == 0) {
         o->dtype_given = 1;
         if (strcmp(value, "f32") == 0)
@@ -172,11 +189,12 @@ static int parse_value_option(const char *name, const char *value, run_options *
 run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
     static const char *const VALUE_OPTIONS[] = {"--scale",  "--tolerance",  "--layout",     "--impl",
                                                 "--dtype",  "--plan",       "--backward-plan", "--window",
-                                                "--block-size", "--dropout", "--seed"};
+                                                "--block-size", "--dropout", "--seed", "--tensor-cores"};
     memset(o, 0, sizeof *o);
     o->window_left = o->window_right = -1;
     o->layout = FLASHCL_LAYOUT_BHSD;
     o->impl = FLASHCL_IMPL_FLASH;
+    o->tensor_cores = FLASHCL_TENSOR_CORES_AUTO;
     for (int i = 1; i < argc; ++i) {
         const char *arg = argv[i], *value;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {

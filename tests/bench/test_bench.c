@@ -16,12 +16,14 @@ static const char *const FIELDS[] = {"impl", "direction", "batch", "heads", "seq
                                      "median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes",
                                      "max_abs_err", "dropout", "block_density", "status", "device",
                                      "varlen_ms", "varlen_tflops", "varlen_speedup", "varlen_flops", "padded_flops",
-                                     "varlen_tokens"};
+                                     "varlen_tokens", "tensor_cores"};
 /* The --varlen fields: numbers on flash rows of a --varlen run, null elsewhere. */
 static const char *const VARLEN_FIELDS[] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
                                             "varlen_flops", "padded_flops",  "varlen_tokens"};
 enum { VARLEN_FIELD_COUNT = sizeof VARLEN_FIELDS / sizeof VARLEN_FIELDS[0], FIRST_VARLEN_COLUMN = 17 };
 enum { FIELD_COUNT = sizeof FIELDS / sizeof FIELDS[0] };
+/* The CSV's last column (the JSON, read by name, has it before status). */
+enum { TENSOR_CORES_COLUMN = FIELD_COUNT - 1 };
 
 static void work_path(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", g_workdir, name); }
 
@@ -76,6 +78,8 @@ static void check_schema(const json_record *r) {
     ck_assert_int_eq(field(r, "causal")->type, JSON_BOOL);
     number(r, "batch"), number(r, "heads"), number(r, "seqlen"), number(r, "head_dim");
     number(r, "dropout"), number(r, "block_density");
+    const double tensor_cores = number(r, "tensor_cores");
+    ck_assert_msg(tensor_cores == 0 || tensor_cores == 1 || tensor_cores == 2, "tensor_cores %g", tensor_cores);
     const char *measured[] = {"median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes", "max_abs_err"};
     for (int i = 0; i < 5; ++i) {
         const json_type type = field(r, measured[i])->type;
@@ -166,7 +170,7 @@ static void check_csv_matches(const char *name, const json_record *records, int 
     char *csv = read_text_file(path);
     const char *header = "impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,"
                          "extra_device_bytes,predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device,"
-                         "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens\n";
+                         "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens,tensor_cores\n";
     ck_assert_msg(strncmp(csv, header, strlen(header)) == 0, "CSV header: %.200s", csv);
     const char *line = csv + strlen(header);
     int rows = 0;
@@ -182,11 +186,15 @@ static void check_csv_matches(const char *name, const json_record *records, int 
         ck_assert_str_eq(fields[16], text(r, "device"));
         /* Empty in CSV exactly where JSON has null. */
         for (int k = 8; k <= 12; ++k) ck_assert_int_eq(fields[k][0] == '\0', is_null(r, FIELDS[k]));
-        for (int k = FIRST_VARLEN_COLUMN; k < FIELD_COUNT; ++k) {
+        for (int k = FIRST_VARLEN_COLUMN; k < FIRST_VARLEN_COLUMN + VARLEN_FIELD_COUNT; ++k) {
             ck_assert_str_eq(FIELDS[k], VARLEN_FIELDS[k - FIRST_VARLEN_COLUMN]);
             ck_assert_int_eq(fields[k][0] == '\0', is_null(r, FIELDS[k]));
             if (fields[k][0]) ck_assert(fabs(atof(fields[k]) - number(r, FIELDS[k])) <= 1e-5 * fabs(number(r, FIELDS[k])));
         }
+        ck_assert_str_eq(FIELDS[TENSOR_CORES_COLUMN], "tensor_cores");
+        const char *tensor_cores = fields[TENSOR_CORES_COLUMN];
+        ck_assert_msg(strlen(tensor_cores) == 1 && atoi(tensor_cores) == (int)number(r, "tensor_cores"),
+                      "CSV tensor_cores '%s', JSON %g", tensor_cores, number(r, "tensor_cores"));
         const char *next = strchr(line, '\n');
         line = next ? next + 1 : line + strlen(line);
     }
@@ -217,6 +225,7 @@ START_TEST(tiny_sweep_reports_every_field) {
         ck_assert_int_eq((int)number(&records[i], "head_dim"), 32);
         ck_assert_int_eq((int)field(&records[i], "causal")->number, 0);
         ck_assert_str_eq(text(&records[i], "dtype"), "f32");
+        ck_assert_int_eq((int)number(&records[i], "tensor_cores"), 0); /* float32: always the portable kernel */
     }
     const int seqlens[2] = {64, 128};
     for (int s = 0; s < 2; ++s) {
@@ -353,7 +362,8 @@ START_TEST(bad_options_exit_2) {
                         {"--head-dim", NULL},      {"--causal=1", NULL},        {"stray", NULL},
                         {"--block-density", "0.5", NULL} /* needs --impl flash */, {"--dropout", "1", NULL},
                         {"--impl", "flash", "--block-density", "0", NULL},
-                        {"--impl", "flash", "--dropout", "0.99999999", NULL} /* 1.0 in float */};
+                        {"--impl", "flash", "--dropout", "0.99999999", NULL} /* 1.0 in float */,
+                        {"--tensor-cores", "", NULL} /* 'bogus': tensor_cores_recorded */};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const int rc = run_bench("bad", cases[i], NULL);
         ck_assert_msg(rc == 2, "%s: exit status %d", cases[i][0], rc);
@@ -502,6 +512,60 @@ START_TEST(varlen_fixed_lengths_exact) {
 }
 END_TEST
 
+/* One tiny f16 flash run with --tensor-cores mode (d=32: the kernel takes
+ * it, and a cold POCL build of its emulation takes about 30 s, a third of
+ * d=64's; N=100 leaves a partial key block). Returns the record count; the
+ * records, JSON and CSV agree. */
+static int run_tensor_cores(const char *mode, json_record **records) {
+    char json[1024], csv[1024], prefix[32], file[64], csv_file[64];
+    snprintf(prefix, sizeof prefix, "tc_%s", mode);
+    snprintf(file, sizeof file, "%s.json", prefix);
+    snprintf(csv_file, sizeof csv_file, "%s.csv", prefix);
+    work_path(json, sizeof json, file);
+    work_path(csv, sizeof csv, csv_file);
+    char *args[] = {"--seqlens", "100", "--batch", "1", "--heads", "2", "--head-dim", "32", "--dtype", "f16",
+                    "--impl", "flash", "--tensor-cores", (char *)mode, "--repeat", "1", "--warmup", "0",
+                    "--backward", "--json", json, "--csv", csv, NULL};
+    const int rc = run_bench(prefix, args, NULL);
+    char *err = captured(prefix, "err");
+    ck_assert_msg(rc == 0, "--tensor-cores %s: exit %d, stderr:\n%s", mode, rc, err);
+    free(err);
+    const int count = read_records(file, records);
+    ck_assert_int_eq(count, 2);
+    for (int i = 0; i < count; ++i) {
+        check_schema(&(*records)[i]);
+        check_measured(&(*records)[i]);
+    }
+    check_csv_matches(csv_file, *records, count);
+    return count;
+}
+
+/* emulate: both rows (fwd+bwd included: its forward) record tensor_cores 2
+ * and the table marks them; off: 0 and the table says plain flash. */
+START_TEST(tensor_cores_recorded) {
+    json_record *records = NULL;
+    int count = run_tensor_cores("emulate", &records);
+    for (int i = 0; i < count; ++i) ck_assert_int_eq((int)number(&records[i], "tensor_cores"), 2);
+    free(records);
+    char *out = captured("tc_emulate", "out");
+    ck_assert_msg(strstr(out, "   100     1  flash-tce ") && strstr(out, "flash-tce = that kernel"), "table:\n%s", out);
+    free(out);
+
+    count = run_tensor_cores("off", &records);
+    for (int i = 0; i < count; ++i) ck_assert_int_eq((int)number(&records[i], "tensor_cores"), 0);
+    free(records);
+    out = captured("tc_off", "out");
+    ck_assert_msg(strstr(out, "   100     1  flash     ") && !strstr(out, "flash-tc"), "table:\n%s", out);
+    free(out);
+
+    char *bad[] = {"--tensor-cores", "bogus", NULL};
+    ck_assert_int_eq(run_bench("tc_bad", bad, NULL), 2);
+    char *err = captured("tc_bad", "err");
+    ck_assert_msg(strstr(err, "bad value 'bogus' for --tensor-cores"), "stderr:\n%s", err);
+    free(err);
+}
+END_TEST
+
 /* Bad --varlen values: exit 2 with a message naming the option. */
 START_TEST(varlen_bad_values_exit_2) {
     char *cases[][6] = {{"--varlen", "0,1", NULL},
@@ -530,7 +594,8 @@ START_TEST(help_exits_0) {
     ck_assert_int_eq(run_bench("help", args, NULL), 0);
     char *out = captured("help", "out");
     ck_assert(strstr(out, "usage: flashcl bench") && strstr(out, "--memory-budget") && strstr(out, "--plot") &&
-              strstr(out, "--varlen LO,HI") && strstr(out, "--varlen-seed"));
+              strstr(out, "--varlen LO,HI") && strstr(out, "--varlen-seed") &&
+              strstr(out, "--tensor-cores auto|off|emulate"));
     free(out);
 }
 END_TEST
@@ -630,6 +695,7 @@ static Suite *bench_suite(void) {
     tcase_add_test(tc, varlen_versus_padded_recorded);
     tcase_add_test(tc, varlen_fixed_lengths_exact);
     tcase_add_test(tc, varlen_bad_values_exit_2);
+    tcase_add_test(tc, tensor_cores_recorded);
     tcase_add_test(tc, impossible_plan_fails);
     tcase_add_test(tc, plot_is_drawn);
     tcase_add_test(tc, plot_without_gnuplot_fails_after_json);

@@ -3,6 +3,7 @@
 #   PROGRAM, ARGS          the command
 #   EXPECT_RC              required exit status
 #   EXPECT_REGEX           must match stdout + stderr (optional)
+#   EXPECT_NO_REGEX        must not match stdout + stderr (optional)
 #   OUTPUTS                files removed before the run; they must exist after a successful run
 #                          and must not exist after a failed one
 #   BACKWARD_PENDING_OK    1: while the library's flashcl_backward is still a stub, exit 1 with the
@@ -33,6 +34,9 @@ if(NOT rc STREQUAL expected_rc)
 endif()
 if(DEFINED EXPECT_REGEX AND NOT "${out}${err}" MATCHES "${EXPECT_REGEX}")
   message(FATAL_ERROR "output does not match '${EXPECT_REGEX}'")
+endif()
+if(DEFINED EXPECT_NO_REGEX AND "${out}${err}" MATCHES "${EXPECT_NO_REGEX}")
+  message(FATAL_ERROR "output matches '${EXPECT_NO_REGEX}', which it must not")
 endif()
 foreach(file IN LISTS outputs)
   if(rc EQUAL 0 AND NOT EXISTS "${file}")

@@ -53,7 +53,9 @@ static int close_output(FILE *f, const char *path) {
     return 0;
 }
 
-/* The --varlen fields, after every older one (CSV columns keep their places). */
+/* The --varlen fields, after every older one (CSV columns keep their places).
+ * tensor_cores came later still: the CSV's last column, while the JSON,
+ * read by name, has it before status. */
 enum { VARLEN_FIELDS = 6 };
 static const char *const VARLEN_NAMES[VARLEN_FIELDS] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
                                                         "varlen_flops", "padded_flops",  "varlen_tokens"};
@@ -111,7 +113,7 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
     fputs("impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,extra_device_bytes,"
           "predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device", f);
     for (int k = 0; k < VARLEN_FIELDS; ++k) fprintf(f, ",%s", VARLEN_NAMES[k]);
-    fputc('\n', f);
+    fputs(",tensor_cores\n", f);
     for (size_t i = 0; i < records->count; ++i) {
         const bench_record *r = &records->items[i];
         fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
@@ -132,7 +134,7 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
             fputc(',', f);
             write_number(f, varlen[k], "");
         }
-        fputc('\n', f);
+        fprintf(f, ",%d\n", r->tensor_cores);
     }
     return close_output(f, path);
 }
