@@ -85,22 +85,8 @@ flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_
         event_wait_list = &tiles_done;
     }
 
-    /* Without an LSE output the kernel still needs a valid buffer argument;
-     * q is never written through it because write_lse is 0. */
-    flashcl_tensor lse_arg = lse ? *lse : (flashcl_tensor){q->buffer, 0, 0, 0, 0};
     flashcl_kernel_args args = {kernel, 0, CL_SUCCESS};
-    flashcl_arg_tensor(&args, q);
-    flashcl_arg_tensor(&args, k);
-    flashcl_arg_tensor(&args, v);
-    flashcl_arg_tensor(&args, o);
-    flashcl_arg_tensor(&args, &lse_arg);
-    flashcl_arg_int(&args, lse != NULL);
-    flashcl_arg_int(&args, desc->heads_q);
-    flashcl_arg_int(&args, desc->heads_q / desc->heads_kv);
-    flashcl_arg_int(&args, desc->seqlen_q);
-    flashcl_arg_int(&args, desc->seqlen_k);
-    flashcl_arg_float(&args, flashcl_effective_scale(desc));
-    flashcl_arg_int(&args, features.causal);
+    flashcl_arg_forward_dense(&args, desc, q, k, v, o, lse, features.causal);
     flashcl_arg_features(&args, &features, &tiles);
     if (args.error != CL_SUCCESS) {
         status = flashcl_fail_cl(ctx, args.error, "clSetKernelArg (forward)");

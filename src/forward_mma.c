@@ -94,22 +94,8 @@ flashcl_status flashcl_forward_mma(flashcl_context *ctx, int mode, const flashcl
     flashcl_status status = flashcl_get_kernel(ctx, "forward_mma.cl", "flashcl_forward_mma", options, &kernel);
     if (status != FLASHCL_SUCCESS) return status;
 
-    /* Without an LSE output the kernel still needs a valid buffer argument;
-     * nothing is written through it because write_lse is 0. */
-    flashcl_tensor lse_arg = lse ? *lse : (flashcl_tensor){q->buffer, 0, 0, 0, 0};
     flashcl_kernel_args args = {kernel, 0, CL_SUCCESS};
-    flashcl_arg_tensor(&args, q);
-    flashcl_arg_tensor(&args, k);
-    flashcl_arg_tensor(&args, v);
-    flashcl_arg_tensor(&args, o);
-    flashcl_arg_tensor(&args, &lse_arg);
-    flashcl_arg_int(&args, lse != NULL);
-    flashcl_arg_int(&args, desc->heads_q);
-    flashcl_arg_int(&args, desc->heads_q / desc->heads_kv);
-    flashcl_arg_int(&args, desc->seqlen_q);
-    flashcl_arg_int(&args, desc->seqlen_k);
-    flashcl_arg_float(&args, flashcl_effective_scale(desc));
-    flashcl_arg_int(&args, desc->causal);
+    flashcl_arg_forward_dense(&args, desc, q, k, v, o, lse, desc->causal);
     if (args.error != CL_SUCCESS) return flashcl_fail_cl(ctx, args.error, "clSetKernelArg (tensor-core forward)");
 
     const size_t query_blocks = ((size_t)desc->seqlen_q + (size_t)plan.block_q - 1) / (size_t)plan.block_q;

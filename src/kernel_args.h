@@ -36,4 +36,24 @@ static inline void flashcl_arg_tensor(flashcl_kernel_args *a, const flashcl_tens
     flashcl_arg_ulong(a, t->stride_seq);
 }
 
+/* The arguments every forward kernel starts with (cl/forward.cl, cl/forward_mma.cl), in their order. Without an LSE
+ * output the kernels still need a valid buffer argument: q's, never written because write_lse is 0. */
+static inline void flashcl_arg_forward_dense(flashcl_kernel_args *a, const flashcl_attention_desc *desc,
+                                             const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
+                                             const flashcl_tensor *o, const flashcl_tensor *lse, int causal) {
+    const flashcl_tensor lse_arg = lse ? *lse : (flashcl_tensor){q->buffer, 0, 0, 0, 0};
+    flashcl_arg_tensor(a, q);
+    flashcl_arg_tensor(a, k);
+    flashcl_arg_tensor(a, v);
+    flashcl_arg_tensor(a, o);
+    flashcl_arg_tensor(a, &lse_arg);
+    flashcl_arg_int(a, lse != NULL);
+    flashcl_arg_int(a, desc->heads_q);
+    flashcl_arg_int(a, desc->heads_q / desc->heads_kv);
+    flashcl_arg_int(a, desc->seqlen_q);
+    flashcl_arg_int(a, desc->seqlen_k);
+    flashcl_arg_float(a, flashcl_effective_scale(desc));
+    flashcl_arg_int(a, causal);
+}
+
 #endif
