@@ -475,7 +475,10 @@ FLASHCL_API flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, f
  * matrices: Theta(N d + N^2). Causal masks and desc's sliding window count
  * only the tiles the kernels visit. A block mask is not counted (its contents
  * live on the device) and a variable-length batch counts as padded to the
- * desc's lengths: for such calls, last_call_stats' figure is an upper bound. */
+ * desc's lengths: for such calls, last_call_stats' figure is an upper bound.
+ * The prediction uses the portable kernel's plan; a forward call that runs
+ * the tensor-core kernel (which tiles differently) reports its own figure in
+ * last_call_stats. */
 FLASHCL_API flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass,
                                                         const flashcl_attention_desc *desc, double *bytes);
 
