@@ -69,6 +69,16 @@
 #define K_ROW_WORDS (HEAD_DIM / 2 + 4)
 #define CHUNKS_PER_ROW (HEAD_DIM / 8) // 16-byte chunks (8 values) per K/V row
 
+// The fragment loops are unrolled on the GPU so the fragment arrays live in
+// registers. The emulation leaves them rolled: each emulated instruction
+// holds barriers, and POCL's compile time grows with every unrolled copy
+// (minutes per kernel otherwise).
+#if FLASHCL_MMA_PTX
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL _Pragma("unroll 1")
+#endif
+
 // ---- the matrix instruction, the quad shuffle, packing two floats ----
 #if FLASHCL_MMA_PTX
 #if FLASHCL_DTYPE == 1
@@ -156,7 +166,7 @@ void mma_emulated(float4 *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b
     scratch[128 + g * 8 + t + 4] = b1;
     barrier(CLK_LOCAL_MEM_FENCE);
     float4 acc = *c;
-    #pragma unroll
+    UNROLL
     for (int kk = 0; kk < 16; ++kk) {
         const float a_top = unpack16(scratch, g * 16 + kk), a_bottom = unpack16(scratch, (g + 8) * 16 + kk);
         const float b_left = unpack16(scratch, 256 + (2 * t) * 16 + kk);
@@ -241,10 +251,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 
     // Q fragments, rows past the sequence as zeros.
     uint qa[M_TILES][DIM_STEPS][4];
-    #pragma unroll
+    UNROLL
     for (int m = 0; m < M_TILES; ++m) {
         const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
-        #pragma unroll
+        UNROLL
         for (int s = 0; s < DIM_STEPS; ++s) {
             const int col = s * 16 + 2 * t;
             const ulong top = q_base + (ulong)row_top * q_stride_s + col;
@@ -260,11 +270,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     // Running maxima (log2 units) and this lane's part of the row sums:
     // [m][0] for the top row of tile m, [m][1] for the bottom one.
     float row_max[M_TILES][2], row_sum[M_TILES][2];
-    #pragma unroll
+    UNROLL
     for (int m = 0; m < M_TILES; ++m) {
         row_max[m][0] = row_max[m][1] = -INFINITY;
         row_sum[m][0] = row_sum[m][1] = 0.0f;
-        #pragma unroll
+        UNROLL
         for (int j = 0; j < DIM_TILES; ++j) acc[m][j] = (float4)(0.0f);
     }
     const float scale2 = scale * M_LOG2E_F;
@@ -308,15 +318,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         // S = Q K^T: each K fragment serves every row tile of the warp.
         float4 s[M_TILES][KEY_TILES];
         if (warp_active) {
-        #pragma unroll
+        UNROLL
         for (int n = 0; n < KEY_TILES; ++n) {
-            #pragma unroll
+            UNROLL
             for (int m = 0; m < M_TILES; ++m) s[m][n] = (float4)(0.0f);
             __local const uint *key_row = k_tile + (n * 8 + g) * K_ROW_WORDS + t;
-            #pragma unroll
+            UNROLL
             for (int d = 0; d < DIM_STEPS; ++d) {
                 const uint b0 = key_row[d * 8], b1 = key_row[d * 8 + 4];
-                #pragma unroll
+                UNROLL
                 for (int m = 0; m < M_TILES; ++m)
                     MMA(s[m][n], qa[m][d][0], qa[m][d][1], qa[m][d][2], qa[m][d][3], b0, b1);
             }
@@ -333,11 +343,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal);
         uint pa[M_TILES][KEY_STEPS][4];
         if (warp_active) {
-        #pragma unroll
+        UNROLL
         for (int m = 0; m < M_TILES; ++m) {
             const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
             float block_top = -INFINITY, block_bottom = -INFINITY;
-            #pragma unroll
+            UNROLL
             for (int n = 0; n < KEY_TILES; ++n) {
                 float4 x = s[m][n] * scale2;
                 if (masked_block) {
@@ -368,7 +378,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             row_max[m][0] = new_top;
             row_max[m][1] = new_bottom;
             float own_top = 0.0f, own_bottom = 0.0f;
-            #pragma unroll
+            UNROLL
             for (int n = 0; n < KEY_TILES; ++n) {
                 const float4 p = (float4)(EXP2(s[m][n].x - safe_top), EXP2(s[m][n].y - safe_top),
                                           EXP2(s[m][n].z - safe_bottom), EXP2(s[m][n].w - safe_bottom));
@@ -381,7 +391,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             }
             row_sum[m][0] = row_sum[m][0] * alpha_top + own_top;
             row_sum[m][1] = row_sum[m][1] * alpha_bottom + own_bottom;
-            #pragma unroll
+            UNROLL
             for (int j = 0; j < DIM_TILES; ++j)
                 acc[m][j] *= (float4)(alpha_top, alpha_top, alpha_bottom, alpha_bottom);
         }
@@ -394,13 +404,13 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         barrier(CLK_LOCAL_MEM_FENCE);
         // O += P V: each V fragment serves every row tile of the warp.
         if (warp_active) {
-            #pragma unroll
+            UNROLL
             for (int kk = 0; kk < KEY_STEPS; ++kk) {
-                #pragma unroll
+                UNROLL
                 for (int j = 0; j < DIM_TILES; j += 2) {
                     uint vb[4];
                     V_FRAGMENTS(vb, v_tile, kk * 16, j);
-                    #pragma unroll
+                    UNROLL
                     for (int m = 0; m < M_TILES; ++m) {
                         MMA(acc[m][j], pa[m][kk][0], pa[m][kk][1], pa[m][kk][2], pa[m][kk][3], vb[0], vb[1]);
                         MMA(acc[m][j + 1], pa[m][kk][0], pa[m][kk][1], pa[m][kk][2], pa[m][kk][3], vb[2], vb[3]);
@@ -415,7 +425,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         }
     }
 
-    #pragma unroll
+    UNROLL
     for (int m = 0; m < M_TILES; ++m) {
         const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
         // Each row's sum is spread over the 4 lanes of its quad.
@@ -426,7 +436,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         sum_bottom += QUAD_XOR(sum_bottom, 2);
         const float inv_top = sum_top > 0.0f ? 1.0f / sum_top : 0.0f;
         const float inv_bottom = sum_bottom > 0.0f ? 1.0f / sum_bottom : 0.0f;
-        #pragma unroll
+        UNROLL
         for (int j = 0; j < DIM_TILES; ++j) {
             const int col = j * 8 + 2 * t;
             if (row_top < seqlen_q)
