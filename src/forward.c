@@ -57,11 +57,12 @@ flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_
     if (ctx->impl == FLASHCL_IMPL_STANDARD)
         return flashcl_standard_forward(ctx, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list, event);
 
-    const int mma = flashcl_forward_mma_mode(ctx, desc, flashcl_features_any(&features), q, k, v, o);
-    if (mma)
-        return flashcl_forward_mma(ctx, mma, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list, event);
-
     flashcl_plan plan;
+    const int mma = flashcl_forward_mma_mode(ctx, desc, flashcl_features_any(&features), q, k, v, o, &plan);
+    if (mma)
+        return flashcl_forward_mma(ctx, mma, &plan, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list,
+                                   event);
+
     if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_FORWARD, desc, &plan))) return status;
     const size_t tile_bytes = flashcl_tile_mask_bytes(desc, &features, plan.block_q, plan.block_k);
     if (ctx->memory_budget != 0 && tile_bytes > ctx->memory_budget)

@@ -61,7 +61,7 @@ static int choose_mma_tiles(const flashcl_context *ctx, int head_dim, int emulat
 
 int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
                              const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
-                             const flashcl_tensor *o) {
+                             const flashcl_tensor *o, flashcl_plan *plan) {
     int mode;
     if (ctx->tensor_cores == FLASHCL_TENSOR_CORES_EMULATE)
         mode = 2;
@@ -74,19 +74,16 @@ int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim % 16 != 0 || desc->head_dim > MAX_MMA_HEAD_DIM) return 0;
     if (!aligned_for_mma(q) || !aligned_for_mma(k) || !aligned_for_mma(v) || !aligned_for_mma(o)) return 0;
-    flashcl_plan plan;
-    if (!choose_mma_tiles(ctx, desc->head_dim, mode == 2, &plan)) return 0;
+    if (!choose_mma_tiles(ctx, desc->head_dim, mode == 2, plan)) return 0;
     return mode;
 }
 
-flashcl_status flashcl_forward_mma(flashcl_context *ctx, int mode, const flashcl_attention_desc *desc,
+flashcl_status flashcl_forward_mma(flashcl_context *ctx, int mode, const flashcl_plan *tiles,
+                                   const flashcl_attention_desc *desc,
                                    const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
                                    const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
                                    const cl_event *wait_list, cl_event *event) {
-    flashcl_plan plan;
-    if (!choose_mma_tiles(ctx, desc->head_dim, mode == 2, &plan))
-        return flashcl_fail(ctx, FLASHCL_ERROR_PLAN, "no tensor-core tiles fit %s for head_dim %d", ctx->device_name,
-                            desc->head_dim);
+    const flashcl_plan plan = *tiles;
     char options[192];
     snprintf(options, sizeof options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DM_TILES=%d -DFLASHCL_MMA_PTX=%d",
              (int)desc->dtype, desc->head_dim, plan.block_q, plan.block_k, plan_row_tiles(&plan), mode == 1);

@@ -71,9 +71,10 @@ void flashcl_program_cache_free(flashcl_context *ctx);
  * the call's (call_features.h), passed as its "any feature" flag. */
 int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
                              const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
-                             const flashcl_tensor *o);
-/* Enqueues the tensor-core forward (mode 1 or 2) and records its stats. */
-flashcl_status flashcl_forward_mma(flashcl_context *ctx, int mode, const flashcl_attention_desc *desc,
+                             const flashcl_tensor *o, flashcl_plan *plan);
+/* Enqueues the tensor-core forward (mode 1 or 2, plan from flashcl_forward_mma_mode) and records its stats. */
+flashcl_status flashcl_forward_mma(flashcl_context *ctx, int mode, const flashcl_plan *plan,
+                                   const flashcl_attention_desc *desc,
                                    const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
                                    const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
                                    const cl_event *wait_list, cl_event *event);
