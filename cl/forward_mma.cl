@@ -1,5 +1,7 @@
 // forward_mma.cl: the FlashAttention forward pass on matrix units (tensor
-// cores) for half and bfloat16 storage, FlashAttention-2's warp layout.
+// cores), FlashAttention-2's warp layout. Half and bfloat16 storage use the
+// 16x8x16 instruction on the stored values; float storage uses the 16x8x8
+// TF32 instruction three times per product ("3xTF32", see below).
 //
 // Macros taken (host passes them with -D):
 //   HEAD_DIM   head dimension, a multiple of 16, at most 128
@@ -12,7 +14,8 @@
 //              local memory and barriers, for testing on any device.
 //
 // Each warp owns 16 * M_TILES query rows for the whole kernel. Lane
-// (g = lane / 4, t = lane % 4) holds, as PTX's m16n8k16 fragments define them:
+// (g = lane / 4, t = lane % 4) holds, as PTX's m16n8k16 fragments define them
+// (for float storage, m16n8k8: see "Float storage" below):
 //   Q (A operand): rows g and g + 8, dims 2t, 2t+1, 2t+8, 2t+9 of every
 //     16-dim step, packed two 16-bit values per register, loaded once;
 //   S and P (accumulators): rows g and g + 8, keys 2t, 2t+1 of every 8-key
@@ -27,8 +30,8 @@
 // come through ldmatrix's transposing load.
 // On NVIDIA the blocks are copied with cp.async, which needs no registers:
 // K(j+1) is fetched while P V(j) is computed and V(j+1) while S(j+1) is.
-// Scores are kept in log2 units (scale * log2(e) folded into the scale), so
-// each probability is one exp2.
+// Row maxima are kept in log2 units (scale * log2(e) folded into the
+// scale), so each probability is one fma and one exp2.
 
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -43,9 +46,6 @@
 #define FLASHCL_MMA_PTX 0
 #endif
 
-#if FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
-#error "the tensor-core kernel takes half (1) or bfloat16 (2) storage"
-#endif
 #if HEAD_DIM % 16 != 0 || HEAD_DIM < 16 || HEAD_DIM > 128
 #error "HEAD_DIM must be a multiple of 16 in 16..128"
 #endif
@@ -59,20 +59,48 @@
 #ifndef M_TILES
 #define M_TILES 1
 #endif
+// Float storage: 3xTF32. A TF32 operand keeps 11 significant bits of a
+// float, so each float x is split into big = x rounded to TF32 and
+// small = (x - big) rounded to TF32 (x - big is exact in float), and a product
+// is a b ~ a_small b_big + a_big b_small + a_big b_big, the three
+// accumulated in float, smallest first; the dropped a_small b_small and the
+// rounding of the small parts are each about 2^-22 of |a b|, near float's
+// own rounding (2^-24), far below TF32's (2^-11). PyTorch's efficient
+// backend computes float attention the same way. The rounding is done with
+// integer operations (round half away from zero at bit 13, as PTX's
+// cvt.rna.tf32), identical in the emulation, and leaves the low 13 bits zero
+// so the matrix unit reads exactly the rounded values.
+#if FLASHCL_DTYPE == 0
+#define MMA_K 8           // k of one matrix instruction (m16n8k8)
+#define VALUES_PER_WORD 1 // values per 32-bit fragment register
+#define A_WORDS 8         // a prepared A operand: 4 big words, then 4 small
+#define B_WORDS 4         // a prepared B operand: 2 big words, then 2 small
+#else
+#define MMA_K 16 // m16n8k16
+#define VALUES_PER_WORD 2
+#define A_WORDS 4 // used as stored
+#define B_WORDS 2
+#endif
 #define WARPS (BLOCK_Q / (16 * M_TILES))
 #define WG_SIZE (WARPS * 32)
-#define DIM_STEPS (HEAD_DIM / 16) // k-steps of Q K^T
-#define KEY_TILES (BLOCK_K / 8)   // 8-key accumulator tiles of S
-#define KEY_STEPS (BLOCK_K / 16)  // k-steps of P V
-#define DIM_TILES (HEAD_DIM / 8)  // 8-dim accumulator tiles of O
-// Local rows in 32-bit words (two 16-bit values each), 4 (mod 8) words.
-#define K_ROW_WORDS (HEAD_DIM / 2 + 4)
-#define CHUNKS_PER_ROW (HEAD_DIM / 8) // 16-byte chunks (8 values) per K/V row
+#define DIM_STEPS (HEAD_DIM / MMA_K) // k-steps of Q K^T
+#define KEY_TILES (BLOCK_K / 8)      // 8-key accumulator tiles of S
+#define KEY_STEPS (BLOCK_K / MMA_K)  // k-steps of P V
+#define DIM_TILES (HEAD_DIM / 8)     // 8-dim accumulator tiles of O
+// Local rows in 32-bit words, 4 (mod 8) words.
+#define K_ROW_WORDS (HEAD_DIM / VALUES_PER_WORD + 4)
+#define CHUNK_VALUES (4 * VALUES_PER_WORD)         // values per 16-byte chunk
+#define CHUNKS_PER_ROW (HEAD_DIM / CHUNK_VALUES) // per K/V row
 
 // The fragment loops are unrolled on the GPU so the fragment arrays live in
-// registers. The emulation leaves them rolled: each emulated instruction
-// holds barriers, and POCL's compile time grows with every unrolled copy
-// (minutes per kernel otherwise).
+// registers. The emulation leaves the loops around emulated instructions
+// rolled (UNROLL): each holds barriers, and POCL's compile time grows with
+// every unrolled copy (minutes per kernel otherwise). Loops without
+// barriers are always unrolled (UNROLL_ALWAYS): Mesa's llvmpipe (rusticl)
+// ends every loop of a kernel once the loops of a work-item have iterated
+// 65535 times in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS, shared by
+// every loop), silently, so the emulation keeps its iteration count low.
+#define UNROLL_ALWAYS _Pragma("unroll")
 #if FLASHCL_MMA_PTX
 #define UNROLL _Pragma("unroll")
 #else
@@ -81,24 +109,30 @@
 
 // ---- the matrix instruction, the quad shuffle, packing two floats ----
 #if FLASHCL_MMA_PTX
-#if FLASHCL_DTYPE == 1
+#if FLASHCL_DTYPE == 0
+#define MMA_SHAPE "m16n8k8"
+#define MMA_TYPE "tf32"
+#elif FLASHCL_DTYPE == 1
+#define MMA_SHAPE "m16n8k16"
 #define MMA_TYPE "f16"
 #define PACK_CVT "cvt.rn.f16x2.f32"
 #else
+#define MMA_SHAPE "m16n8k16"
 #define MMA_TYPE "bf16"
 #define PACK_CVT "cvt.rn.bf16x2.f32"
 #endif
-// c += A (16x16, row) * B (16x8, col), float accumulators.
+// c += A (16 x MMA_K, row) * B (MMA_K x 8, col), float accumulators.
 #define MMA(c, a0, a1, a2, a3, b0, b1)                                                                       \
     do {                                                                                                     \
         float d0_, d1_, d2_, d3_;                                                                            \
-        asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE                          \
+        asm("mma.sync.aligned." MMA_SHAPE ".row.col.f32." MMA_TYPE "." MMA_TYPE                              \
                      ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"                        \
                      : "=f"(d0_), "=f"(d1_), "=f"(d2_), "=f"(d3_)                                            \
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"((c).x), "f"((c).y),         \
                        "f"((c).z), "f"((c).w));                                                              \
         (c) = (float4)(d0_, d1_, d2_, d3_);                                                                  \
     } while (0)
+#if FLASHCL_DTYPE != 0
 // lo goes to the low 16 bits (the lower-indexed element of a fragment pair);
 // cvt puts its first source in the high half.
 inline uint pack2(float lo, float hi) {
@@ -106,13 +140,18 @@ inline uint pack2(float lo, float hi) {
     asm(PACK_CVT " %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+#endif
 inline float quad_xor(float x, int mask) {
     uint r;
     asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(x)), "r"(mask));
     return as_float(r);
 }
 #define QUAD_XOR(x, mask) quad_xor((x), (mask))
+#if FLASHCL_DTYPE == 0
+#define EXP2(x) exp2(x) // float storage: float's accuracy throughout
+#else
 #define EXP2(x) native_exp2(x) // ex2.approx: P is rounded to 16 bits next anyway
+#endif
 // A __local pointer's value is its address in PTX's shared state space.
 #define SHARED_ADDRESS(p) ((uint)(ulong)(p))
 // 16 bytes from global to local memory without passing through registers;
@@ -124,6 +163,7 @@ inline float quad_xor(float x, int mask) {
 #define COPY_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 // Waits until at most n of this work-item's copy groups are still in flight.
 #define COPY_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
+#if FLASHCL_DTYPE != 0
 // B operands of P V for dim tiles j and j+1 from V stored keys x dims:
 // ldmatrix's transposing load, lanes 0-15 naming the 16 key rows of dim
 // tile j, lanes 16-31 those of tile j+1.
@@ -135,50 +175,98 @@ inline float quad_xor(float x, int mask) {
                      : "r"(SHARED_ADDRESS(row_))                                                          \
                      : "memory");                                                                        \
     } while (0)
+#endif
 #else
-#if FLASHCL_DTYPE == 1
-inline float unpack16(__local const uint *words, int index) { return vload_half(index, (__local const half *)words); }
+#if FLASHCL_DTYPE == 0
+// What the matrix unit reads of a TF32 operand: the top 19 bits.
+inline float unpack_value(__local const uint *words, int index) { return as_float(words[index] & 0xffffe000u); }
+#elif FLASHCL_DTYPE == 1
+inline float unpack_value(__local const uint *words, int index) { return vload_half(index, (__local const half *)words); }
 inline uint round16(float x) {
     ushort bits;
     vstore_half_rte(x, 0, (__private half *)&bits);
     return bits;
 }
 #else
-inline float unpack16(__local const uint *words, int index) {
+inline float unpack_value(__local const uint *words, int index) {
     const uint w = words[index >> 1];
     return as_float((index & 1) ? (w & 0xffff0000u) : (w << 16));
 }
 inline uint round16(float x) { return flashcl_float_to_bf16(x); }
 #endif
+#if FLASHCL_DTYPE != 0
 inline uint pack2(float lo, float hi) { return round16(lo) | (round16(hi) << 16); }
-// One warp's m16n8k16 through local memory: every lane stores its fragment
-// words where the PTX layout puts them (A: 16 rows of 8 words; B: 8 columns
-// of 8 words along k), then computes its own four accumulators. Called by
-// every work-item of the group at the same point (it has barriers).
+#endif
+// One warp's matrix instruction through local memory: every lane stores its
+// fragment words where the PTX layout puts them (A: 16 rows of 8 words; B:
+// 8 columns of 8 words along k), then computes its own four accumulators.
+// Called by every work-item of the group at the same point (it has barriers).
+inline void store_a(__local uint *region, int g, int t, uint a0, uint a1, uint a2, uint a3) {
+    region[g * 8 + t] = a0;
+    region[(g + 8) * 8 + t] = a1;
+    region[g * 8 + t + 4] = a2;
+    region[(g + 8) * 8 + t + 4] = a3;
+}
+inline void store_b(__local uint *region, int g, int t, uint b0, uint b1) {
+    region[g * 8 + t] = b0;
+    region[g * 8 + t + 4] = b1;
+}
+// acc + A B for A (16 x MMA_K) and B stored by store_a / store_b, one fma
+// per product in k order. The k loop takes 4 steps per iteration: every
+// loop iteration counts against llvmpipe's limit (see UNROLL_ALWAYS), while
+// unrolling it whole made rusticl's compile of a kernel 2-3 times slower.
+float4 emulated_product(float4 acc, __local const uint *a, __local const uint *b, int g, int t) {
+#define EMULATED_STEP(kk)                                                                        \
+    {                                                                                            \
+        const float a_top = unpack_value(a, g * MMA_K + (kk));                                   \
+        const float a_bottom = unpack_value(a, (g + 8) * MMA_K + (kk));                          \
+        const float b_left = unpack_value(b, (2 * t) * MMA_K + (kk));                            \
+        const float b_right = unpack_value(b, (2 * t + 1) * MMA_K + (kk));                       \
+        acc.x = fma(a_top, b_left, acc.x);                                                       \
+        acc.y = fma(a_top, b_right, acc.y);                                                      \
+        acc.z = fma(a_bottom, b_left, acc.z);                                                    \
+        acc.w = fma(a_bottom, b_right, acc.w);                                                   \
+    }
+    for (int kk = 0; kk < MMA_K; kk += 4) {
+        EMULATED_STEP(kk) EMULATED_STEP(kk + 1) EMULATED_STEP(kk + 2) EMULATED_STEP(kk + 3)
+    }
+#undef EMULATED_STEP
+    return acc;
+}
+// Scratch words per warp: A (128) and B (64); for 3xTF32 both parts of each.
+#if FLASHCL_DTYPE == 0
+#define SCRATCH_WORDS 384
+#else
+#define SCRATCH_WORDS 192
+#endif
 void mma_emulated(float4 *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, __local uint *scratch,
                   int lane) {
     const int g = lane >> 2, t = lane & 3;
-    scratch[g * 8 + t] = a0;
-    scratch[(g + 8) * 8 + t] = a1;
-    scratch[g * 8 + t + 4] = a2;
-    scratch[(g + 8) * 8 + t + 4] = a3;
-    scratch[128 + g * 8 + t] = b0;
-    scratch[128 + g * 8 + t + 4] = b1;
+    store_a(scratch, g, t, a0, a1, a2, a3);
+    store_b(scratch + 128, g, t, b0, b1);
     barrier(CLK_LOCAL_MEM_FENCE);
-    float4 acc = *c;
-    UNROLL
-    for (int kk = 0; kk < 16; ++kk) {
-        const float a_top = unpack16(scratch, g * 16 + kk), a_bottom = unpack16(scratch, (g + 8) * 16 + kk);
-        const float b_left = unpack16(scratch, 256 + (2 * t) * 16 + kk);
-        const float b_right = unpack16(scratch, 256 + (2 * t + 1) * 16 + kk);
-        acc.x = fma(a_top, b_left, acc.x);
-        acc.y = fma(a_top, b_right, acc.y);
-        acc.z = fma(a_bottom, b_left, acc.z);
-        acc.w = fma(a_bottom, b_right, acc.w);
-    }
-    *c = acc;
+    *c = emulated_product(*c, scratch, scratch + 128, g, t);
     barrier(CLK_LOCAL_MEM_FENCE);
 }
+#if FLASHCL_DTYPE == 0
+// The three instructions of a 3xTF32 product (MMA_CHAINED below) in one
+// exchange through local memory: a third of the barriers and code of three
+// emulated instructions, the same products in the same order.
+void mma3_emulated(float4 *c, const uint *a, const uint *b, __local uint *scratch, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    __local uint *a_big = scratch, *a_small = scratch + 128, *b_big = scratch + 256, *b_small = scratch + 320;
+    store_a(a_big, g, t, a[0], a[1], a[2], a[3]);
+    store_a(a_small, g, t, a[4], a[5], a[6], a[7]);
+    store_b(b_big, g, t, b[0], b[1]);
+    store_b(b_small, g, t, b[2], b[3]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float4 acc = *c;
+    acc = emulated_product(acc, a_small, b_big, g, t);
+    acc = emulated_product(acc, a_big, b_small, g, t);
+    *c = emulated_product(acc, a_big, b_big, g, t);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+#endif
 float quad_xor_emulated(float x, int mask, __local float *exchange, int lid) {
     exchange[lid] = x;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -194,6 +282,7 @@ float quad_xor_emulated(float x, int mask, __local float *exchange, int lid) {
 #define COPY16_ASYNC(dst, src, valid) (*(dst) = (valid) ? *(src) : (uint4)(0u))
 #define COPY_COMMIT()
 #define COPY_WAIT(n)
+#if FLASHCL_DTYPE != 0
 // What ldmatrix .trans delivers: lane (g, t) gets keys 2t, 2t+1 (and
 // 2t+8, 2t+9) of dim g of each tile, packed low to high.
 inline uint v_pair(__local const uint *v_words, int key, int dim) {
@@ -208,9 +297,110 @@ inline uint v_pair(__local const uint *v_words, int key, int dim) {
         b[3] = v_pair(v_words, (key0) + 2 * t + 8, (j) * 8 + 8 + g);         \
     } while (0)
 #endif
+#endif
 
-// Two adjacent 16-bit values of a half/bfloat16 tensor as one word; index is even.
-#define LOAD_PAIR(ptr, index) (*(__global const uint *)((ptr) + (index)))
+// ---- operands as the matrix instruction takes them --------------------
+#if FLASHCL_DTYPE == 0
+// Float storage (m16n8k8, one float per register): Q holds rows g and g + 8,
+// dims t and t + 4 of every 8-dim step; K's B operand keys g, dims t and
+// t + 4; the accumulators are laid out as m16n8k16's. The S accumulators hold keys 2t, 2t+1 of an 8-key tile,
+// while m16n8k8's A operand holds k = t and t + 4: P V takes the tile's keys
+// in the order (0, 2, 4, 6, 1, 3, 5, 7) along k, and V's B operand is read
+// in that same order (rows 2t and 2t + 1), so P never leaves its registers.
+#define P_TO_A(a, n, p)                                                  \
+    do {                                                                 \
+        a[n][0] = as_uint((p).x);                                        \
+        a[n][1] = as_uint((p).z);                                        \
+        a[n][2] = as_uint((p).y);                                        \
+        a[n][3] = as_uint((p).w);                                        \
+    } while (0)
+// B operands of P V for dim tiles j and j+1, keys key0 + (2t, 2t + 1):
+// row strides of 4 (mod 32) words put the 32 lanes on 32 banks.
+#define V_FRAGMENTS(b, v_words, key0, j)                                                 \
+    do {                                                                                 \
+        __local const uint *row_ = (v_words) + ((key0) + 2 * t) * K_ROW_WORDS + (j) * 8 + g; \
+        b[0] = row_[0];                                                                  \
+        b[1] = row_[K_ROW_WORDS];                                                        \
+        b[2] = row_[8];                                                                  \
+        b[3] = row_[K_ROW_WORDS + 8];                                                    \
+    } while (0)
+inline uint tf32_round(float x) { return (as_uint(x) + 0x1000u) & 0xffffe000u; }
+inline void tf32_split(uint x, uint *big, uint *small) {
+    *big = tf32_round(as_float(x));
+    *small = tf32_round(as_float(x) - as_float(*big));
+}
+#define PREPARE_A(dst, a)                                                  \
+    do {                                                                   \
+        UNROLL_ALWAYS                                                             \
+        for (int i_ = 0; i_ < 4; ++i_) tf32_split((a)[i_], &dst[i_], &dst[4 + i_]); \
+    } while (0)
+#define PREPARE_B(dst, b0, b1)                                             \
+    do {                                                                   \
+        tf32_split((b0), &dst[0], &dst[2]);                                \
+        tf32_split((b1), &dst[1], &dst[3]);                                \
+    } while (0)
+// c += a b in 3xTF32, the small terms first. The matrix unit's own
+// accumulation aligns and truncates: chained along a whole row of dims or
+// keys it cost several times float's error on the H100 (docs/perf.md).
+// MMA_FRESH sends the three products to a fresh accumulator added to c
+// with an ordinary (rounded) float add; TF32_FRESH selects where: bit 0
+// for S = Q K^T, bit 1 for O += P V.
+#ifndef TF32_FRESH
+#define TF32_FRESH 3
+#endif
+#if FLASHCL_MMA_PTX
+#define MMA_CHAINED(c, a, b)                                               \
+    {                                                                      \
+        MMA(c, a[4], a[5], a[6], a[7], b[0], b[1]);                        \
+        MMA(c, a[0], a[1], a[2], a[3], b[2], b[3]);                        \
+        MMA(c, a[0], a[1], a[2], a[3], b[0], b[1]);                        \
+    }
+#else
+#define MMA_CHAINED(c, a, b) mma3_emulated(&(c), a, b, warp_scratch, lane);
+#endif
+#define MMA_FRESH(c, a, b)                                                 \
+    {                                                                      \
+        float4 step_ = (float4)(0.0f);                                     \
+        MMA_CHAINED(step_, a, b)                                           \
+        (c) += step_;                                                      \
+    }
+#if TF32_FRESH & 1
+#define MMA_S(c, a, b) MMA_FRESH(c, a, b)
+#else
+#define MMA_S(c, a, b) MMA_CHAINED(c, a, b)
+#endif
+#if TF32_FRESH & 2
+#define MMA_PV(c, a, b) MMA_FRESH(c, a, b)
+#else
+#define MMA_PV(c, a, b) MMA_CHAINED(c, a, b)
+#endif
+#define STORE_PAIR(ptr, index, lo, hi) (*(__global float2 *)((ptr) + (index)) = (float2)((lo), (hi)))
+#else
+// Accumulator tiles 2kk and 2kk+1 of S are the A operand of key step kk of
+// P V, rounded to the storage type.
+#define P_TO_A(a, n, p)                                                  \
+    do {                                                                 \
+        a[(n) / 2][((n) % 2) * 2] = pack2((p).x, (p).y);                 \
+        a[(n) / 2][((n) % 2) * 2 + 1] = pack2((p).z, (p).w);             \
+    } while (0)
+#define PREPARE_A(dst, a)                                                  \
+    do {                                                                   \
+        UNROLL_ALWAYS                                                             \
+        for (int i_ = 0; i_ < 4; ++i_) dst[i_] = (a)[i_];                  \
+    } while (0)
+#define PREPARE_B(dst, b0, b1)                                             \
+    do {                                                                   \
+        dst[0] = (b0);                                                     \
+        dst[1] = (b1);                                                     \
+    } while (0)
+#define MMA_S(c, a, b) MMA(c, a[0], a[1], a[2], a[3], b[0], b[1])
+#define MMA_PV(c, a, b) MMA_S(c, a, b)
+#define STORE_PAIR(ptr, index, lo, hi) (*(__global uint *)((ptr) + (index)) = pack2((lo), (hi)))
+#endif
+
+// One 32-bit fragment word of a tensor: one float, or two adjacent 16-bit
+// values (index even).
+#define LOAD_WORD(ptr, index) (*(__global const uint *)((ptr) + (index)))
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward_mma(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
@@ -230,9 +420,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     const int warp = lid / 32, lane = lid % 32;
     const int g = lane >> 2, t = lane & 3;
 #if !FLASHCL_MMA_PTX
-    __local uint scratch[WARPS * 192];
+    __local uint scratch[WARPS * SCRATCH_WORDS];
     __local float exchange[WG_SIZE];
-    __local uint *warp_scratch = scratch + warp * 192;
+    __local uint *warp_scratch = scratch + warp * SCRATCH_WORDS;
 #endif
     // Causal groups near the end of the sequence have the most keys: they
     // start first so the short ones fill the tail.
@@ -251,18 +441,19 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 
     // Q fragments, rows past the sequence as zeros.
     uint qa[M_TILES][DIM_STEPS][4];
-    UNROLL
+    UNROLL_ALWAYS
     for (int m = 0; m < M_TILES; ++m) {
         const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
-        UNROLL
+        UNROLL_ALWAYS
         for (int s = 0; s < DIM_STEPS; ++s) {
-            const int col = s * 16 + 2 * t;
+            // Words t and t + 4 of the step's 8 (VALUES_PER_WORD values each).
+            const int col = s * MMA_K + VALUES_PER_WORD * t, second = MMA_K / 2;
             const ulong top = q_base + (ulong)row_top * q_stride_s + col;
             const ulong bottom = q_base + (ulong)row_bottom * q_stride_s + col;
-            qa[m][s][0] = row_top < seqlen_q ? LOAD_PAIR(q, top) : 0u;
-            qa[m][s][1] = row_bottom < seqlen_q ? LOAD_PAIR(q, bottom) : 0u;
-            qa[m][s][2] = row_top < seqlen_q ? LOAD_PAIR(q, top + 8) : 0u;
-            qa[m][s][3] = row_bottom < seqlen_q ? LOAD_PAIR(q, bottom + 8) : 0u;
+            qa[m][s][0] = row_top < seqlen_q ? LOAD_WORD(q, top) : 0u;
+            qa[m][s][1] = row_bottom < seqlen_q ? LOAD_WORD(q, bottom) : 0u;
+            qa[m][s][2] = row_top < seqlen_q ? LOAD_WORD(q, top + second) : 0u;
+            qa[m][s][3] = row_bottom < seqlen_q ? LOAD_WORD(q, bottom + second) : 0u;
         }
     }
 
@@ -270,11 +461,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     // Running maxima (log2 units) and this lane's part of the row sums:
     // [m][0] for the top row of tile m, [m][1] for the bottom one.
     float row_max[M_TILES][2], row_sum[M_TILES][2];
-    UNROLL
+    UNROLL_ALWAYS
     for (int m = 0; m < M_TILES; ++m) {
         row_max[m][0] = row_max[m][1] = -INFINITY;
         row_sum[m][0] = row_sum[m][1] = 0.0f;
-        UNROLL
+        UNROLL_ALWAYS
         for (int j = 0; j < DIM_TILES; ++j) acc[m][j] = (float4)(0.0f);
     }
     const float scale2 = scale * M_LOG2E_F;
@@ -291,7 +482,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         const int r = e / CHUNKS_PER_ROW, c = e - r * CHUNKS_PER_ROW;                             \
         const bool valid = (key0) + r < seqlen_k;                                                 \
         __global const uint4 *from =                                                              \
-            (__global const uint4 *)((src) + (base) + (valid ? (ulong)((key0) + r) * (stride_s) + c * 8 : 0)); \
+            (__global const uint4 *)((src) + (base) + (valid ? (ulong)((key0) + r) * (stride_s) + c * CHUNK_VALUES : 0)); \
         COPY16_ASYNC(&(tile4)[(r * K_ROW_WORDS) / 4 + c], from, valid);                           \
     }
     // The copies run in order K(0), V(0), then K(j+1) while P V(j) is
@@ -315,20 +506,28 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         const bool warp_active = true;
 #endif
 
-        // S = Q K^T: each K fragment serves every row tile of the warp.
+        // S = Q K^T: each Q fragment is prepared once per dim step and each
+        // K fragment serves every row tile of the warp. K's fragment words
+        // are t and t + 4 of the step's 8 words in key row n * 8 + g.
         float4 s[M_TILES][KEY_TILES];
         if (warp_active) {
+        UNROLL_ALWAYS
+        for (int m = 0; m < M_TILES; ++m) {
+            UNROLL_ALWAYS
+            for (int n = 0; n < KEY_TILES; ++n) s[m][n] = (float4)(0.0f);
+        }
         UNROLL
-        for (int n = 0; n < KEY_TILES; ++n) {
+        for (int d = 0; d < DIM_STEPS; ++d) {
+            uint qp[M_TILES][A_WORDS];
+            UNROLL_ALWAYS
+            for (int m = 0; m < M_TILES; ++m) PREPARE_A(qp[m], qa[m][d]);
             UNROLL
-            for (int m = 0; m < M_TILES; ++m) s[m][n] = (float4)(0.0f);
-            __local const uint *key_row = k_tile + (n * 8 + g) * K_ROW_WORDS + t;
-            UNROLL
-            for (int d = 0; d < DIM_STEPS; ++d) {
-                const uint b0 = key_row[d * 8], b1 = key_row[d * 8 + 4];
+            for (int n = 0; n < KEY_TILES; ++n) {
+                __local const uint *key_row = k_tile + (n * 8 + g) * K_ROW_WORDS + t;
+                uint kb[B_WORDS];
+                PREPARE_B(kb, key_row[d * 8], key_row[d * 8 + 4]);
                 UNROLL
-                for (int m = 0; m < M_TILES; ++m)
-                    MMA(s[m][n], qa[m][d][0], qa[m][d][1], qa[m][d][2], qa[m][d][3], b0, b1);
+                for (int m = 0; m < M_TILES; ++m) MMA_S(s[m][n], qp[m], kb);
             }
         }
         }
@@ -347,9 +546,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         for (int m = 0; m < M_TILES; ++m) {
             const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
             float block_top = -INFINITY, block_bottom = -INFINITY;
-            UNROLL
+            UNROLL_ALWAYS
             for (int n = 0; n < KEY_TILES; ++n) {
-                float4 x = s[m][n] * scale2;
+                float4 x = s[m][n];
                 if (masked_block) {
                     const int col = k0 + n * 8 + 2 * t;
                     const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;
@@ -370,7 +569,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             // New maxima; alpha rescales what was accumulated. A row with no
             // visible key yet keeps -inf, and its "safe" maximum 0 makes
             // alpha and P exactly 0 instead of NaN.
-            const float new_top = fmax(row_max[m][0], block_top), new_bottom = fmax(row_max[m][1], block_bottom);
+            // The maxima are kept in log2 units, rounded once (scale2 > 0
+            // keeps the order of the raw scores).
+            const float new_top = fmax(row_max[m][0], block_top * scale2);
+            const float new_bottom = fmax(row_max[m][1], block_bottom * scale2);
             const float safe_top = new_top == -INFINITY ? 0.0f : new_top;
             const float safe_bottom = new_bottom == -INFINITY ? 0.0f : new_bottom;
             const float alpha_top = EXP2(row_max[m][0] - safe_top);
@@ -378,20 +580,24 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             row_max[m][0] = new_top;
             row_max[m][1] = new_bottom;
             float own_top = 0.0f, own_bottom = 0.0f;
-            UNROLL
+            UNROLL_ALWAYS
             for (int n = 0; n < KEY_TILES; ++n) {
-                const float4 p = (float4)(EXP2(s[m][n].x - safe_top), EXP2(s[m][n].y - safe_top),
-                                          EXP2(s[m][n].z - safe_bottom), EXP2(s[m][n].w - safe_bottom));
+                // One rounding, of the difference: a score near its row's
+                // maximum keeps its accuracy (scaling first would round it
+                // at the magnitude of the score). Every P of a row is
+                // relative to the same rounded maximum, so that rounding
+                // cancels in O.
+                const float4 p = (float4)(EXP2(fma(s[m][n].x, scale2, -safe_top)),
+                                          EXP2(fma(s[m][n].y, scale2, -safe_top)),
+                                          EXP2(fma(s[m][n].z, scale2, -safe_bottom)),
+                                          EXP2(fma(s[m][n].w, scale2, -safe_bottom)));
                 own_top += p.x + p.y;
                 own_bottom += p.z + p.w;
-                // Accumulator tiles 2kk and 2kk+1 of S are the A operand of
-                // key step kk of P V, rounded to the storage type.
-                pa[m][n / 2][(n % 2) * 2] = pack2(p.x, p.y);
-                pa[m][n / 2][(n % 2) * 2 + 1] = pack2(p.z, p.w);
+                P_TO_A(pa[m], n, p);
             }
             row_sum[m][0] = row_sum[m][0] * alpha_top + own_top;
             row_sum[m][1] = row_sum[m][1] * alpha_bottom + own_bottom;
-            UNROLL
+            UNROLL_ALWAYS
             for (int j = 0; j < DIM_TILES; ++j)
                 acc[m][j] *= (float4)(alpha_top, alpha_top, alpha_bottom, alpha_bottom);
         }
@@ -406,14 +612,19 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         if (warp_active) {
             UNROLL
             for (int kk = 0; kk < KEY_STEPS; ++kk) {
+                uint pp[M_TILES][A_WORDS];
+                UNROLL_ALWAYS
+                for (int m = 0; m < M_TILES; ++m) PREPARE_A(pp[m], pa[m][kk]);
                 UNROLL
                 for (int j = 0; j < DIM_TILES; j += 2) {
-                    uint vb[4];
-                    V_FRAGMENTS(vb, v_tile, kk * 16, j);
+                    uint vb[4], left[B_WORDS], right[B_WORDS];
+                    V_FRAGMENTS(vb, v_tile, kk * MMA_K, j);
+                    PREPARE_B(left, vb[0], vb[1]);
+                    PREPARE_B(right, vb[2], vb[3]);
                     UNROLL
                     for (int m = 0; m < M_TILES; ++m) {
-                        MMA(acc[m][j], pa[m][kk][0], pa[m][kk][1], pa[m][kk][2], pa[m][kk][3], vb[0], vb[1]);
-                        MMA(acc[m][j + 1], pa[m][kk][0], pa[m][kk][1], pa[m][kk][2], pa[m][kk][3], vb[2], vb[3]);
+                        MMA_PV(acc[m][j], pp[m], left);
+                        MMA_PV(acc[m][j + 1], pp[m], right);
                     }
                 }
             }
@@ -436,15 +647,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         sum_bottom += QUAD_XOR(sum_bottom, 2);
         const float inv_top = sum_top > 0.0f ? 1.0f / sum_top : 0.0f;
         const float inv_bottom = sum_bottom > 0.0f ? 1.0f / sum_bottom : 0.0f;
-        UNROLL
+        UNROLL_ALWAYS
         for (int j = 0; j < DIM_TILES; ++j) {
             const int col = j * 8 + 2 * t;
             if (row_top < seqlen_q)
-                *(__global uint *)(o + o_base + (ulong)row_top * o_stride_s + col) =
-                    pack2(acc[m][j].x * inv_top, acc[m][j].y * inv_top);
+                STORE_PAIR(o, o_base + (ulong)row_top * o_stride_s + col, acc[m][j].x * inv_top,
+                           acc[m][j].y * inv_top);
             if (row_bottom < seqlen_q)
-                *(__global uint *)(o + o_base + (ulong)row_bottom * o_stride_s + col) =
-                    pack2(acc[m][j].z * inv_bottom, acc[m][j].w * inv_bottom);
+                STORE_PAIR(o, o_base + (ulong)row_bottom * o_stride_s + col, acc[m][j].z * inv_bottom,
+                           acc[m][j].w * inv_bottom);
         }
         if (write_lse && t == 0) {
             const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;

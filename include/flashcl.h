@@ -425,8 +425,9 @@ FLASHCL_API flashcl_status flashcl_context_set_memory_budget(flashcl_context *ct
  * calls (causal or not, GQA, any strides) with head_dim a multiple of 16 up
  * to 128 and offsets and strides that are multiples of 8 elements, and no
  * forced forward plan; any other call runs the portable kernel.
- * flashcl_call_stats.tensor_cores says which one ran. fp32 data and the
- * backward pass always use the portable kernels. */
+ * flashcl_call_stats.tensor_cores says which one ran. fp32 data uses it only
+ * when asked for (flashcl_context_set_f32_precision, 3xTF32); the backward
+ * pass always uses the portable kernels. */
 typedef enum flashcl_tensor_cores {
     /* Default: the tensor-core kernel where the device has matrix
      * instructions flashcl can program (NVIDIA compute capability >= 8.0,
@@ -445,6 +446,29 @@ FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx
 
 /* 1 if ctx's device has matrix instructions that FLASHCL_TENSOR_CORES_AUTO uses. */
 FLASHCL_API int flashcl_context_has_tensor_cores(const flashcl_context *ctx);
+
+/* What fp32 forward calls may trade for the tensor cores. Matrix units read
+ * TF32 (11 significant bits), not float; "3xTF32" splits each float x into
+ * big = TF32(x) and small = TF32(x - big) and sums three products per
+ * multiply (small*big + big*small + big*big), as PyTorch's efficient backend
+ * does for fp32. Each operand then carries about 23 of float's 24
+ * significant bits, and each group of three products is added to the float
+ * accumulators with an ordinary float add (the matrix unit's own
+ * accumulation truncates). On flashcl's tests this meets the same tolerance
+ * rule as the portable kernel (TESTING.md, k = 2; worst case 0.65 of the
+ * bound on an H100), but it is not float arithmetic throughout, and it
+ * gains 1.1x (d64) to 1.25x (d128) on an H100: opt-in. */
+typedef enum flashcl_f32_precision {
+    /* Default: float arithmetic throughout (the portable kernel). */
+    FLASHCL_F32_FULL = 0,
+    /* fp32 forward calls the tensor-core kernel takes (same conditions as
+     * for f16, rows 16-byte aligned: offsets and strides multiples of 4)
+     * run in 3xTF32 whenever the tensor-core mode allows. */
+    FLASHCL_F32_3XTF32 = 1
+} flashcl_f32_precision;
+
+/* Selects how fp32 forward calls compute on ctx (default FULL). */
+FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ctx, flashcl_f32_precision precision);
 
 /* What the last successful flashcl_forward / flashcl_backward on ctx did.
  * FLASHCL_ERROR_INVALID_ARGUMENT (with the detail in flashcl_last_error(ctx))

@@ -1,6 +1,7 @@
 /* forward_mma.c: when a forward call runs on the tensor-core kernel (cl/forward_mma.cl), its tiles and its launch. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernel_args.h"
 
@@ -9,18 +10,34 @@
 #define ROWS_PER_WARP 16
 #define TARGET_WARPS 4
 #define MAX_MMA_HEAD_DIM 128
+/* Mesa's llvmpipe (rusticl) ends every loop of a kernel, silently, once a
+ * work-item's loops have iterated 65535 times in all (gallivm's
+ * LP_MAX_TGSI_LOOP_ITERATIONS). The emulated kernel's loops around its
+ * emulated instructions stay rolled (cl/forward_mma.cl, UNROLL), and its
+ * tiles on llvmpipe's 32 KiB give every block about 64 of them: the sum
+ * came out truncated after 62 key blocks (f32, head_dim 128, 16-key
+ * blocks). Past this many blocks, with room to spare, an emulated call on
+ * llvmpipe runs the portable kernel instead. */
+#define LLVMPIPE_EMULATED_MAX_KEY_BLOCKS 32
 
-/* The kernel's 16-byte K/V loads and 32-bit Q/O accesses need every row
- * start at a multiple of 8 elements. */
-static int aligned_for_mma(const flashcl_tensor *t) {
-    return (t->offset | t->stride_batch | t->stride_head | t->stride_seq) % 8 == 0;
+/* Values of dtype per 32-bit fragment register of the kernel: two 16-bit
+ * values, or one float (3xTF32). */
+static int values_per_word(flashcl_dtype dtype) { return dtype == FLASHCL_DTYPE_F32 ? 1 : 2; }
+
+/* The kernel's 16-byte K/V loads and 32/64-bit Q/O accesses need every row
+ * start at a multiple of 16 bytes (8 half values, 4 floats). */
+static int aligned_for_mma(const flashcl_tensor *t, flashcl_dtype dtype) {
+    const size_t values = 4 * (size_t)values_per_word(dtype);
+    return (t->offset | t->stride_batch | t->stride_head | t->stride_seq) % values == 0;
 }
 
 /* Local memory of cl/forward_mma.cl: a K and a V block in rows of
- * head_dim/2 + 4 words, and the emulation's scratch. */
-static size_t mma_local_bytes(int head_dim, int warps, int block_k, int emulated) {
-    size_t words = 2 * (size_t)block_k * (size_t)(head_dim / 2 + 4);
-    if (emulated) words += (size_t)warps * (192 + 32);
+ * head_dim / values_per_word + 4 words, and the emulation's scratch
+ * (SCRATCH_WORDS per warp, and the quad exchange). */
+static size_t mma_local_bytes(int head_dim, flashcl_dtype dtype, int warps, int block_k, int emulated) {
+    size_t words = 2 * (size_t)block_k * (size_t)(head_dim / values_per_word(dtype) + 4);
+    /* Per warp: the emulated operands (twice the words for 3xTF32's two parts) and 32 exchange floats. */
+    if (emulated) words += (size_t)warps * ((dtype == FLASHCL_DTYPE_F32 ? 384 : 192) + 32);
     return words * 4;
 }
 
@@ -29,13 +46,14 @@ static int plan_row_tiles(const flashcl_plan *plan) { return plan->block_q / (RO
 
 /* The tiles for head_dim on ctx's device: 0 if none fits. The plan's
  * threads_q is the warp count, threads_k the warp width. */
-static int choose_mma_tiles(const flashcl_context *ctx, int head_dim, int emulated, flashcl_plan *plan) {
+static int choose_mma_tiles(const flashcl_context *ctx, int head_dim, flashcl_dtype dtype, int emulated,
+                            flashcl_plan *plan) {
 #ifdef FLASHCL_MMA_EXPERIMENT
     const char *forced = getenv("FLASHCL_MMA_TILES");
     int bq, bk, m;
     if (forced && sscanf(forced, "%d,%d,%d", &bq, &bk, &m) == 3) {
         const int w = bq / (16 * m);
-        *plan = (flashcl_plan){bq, bk, w, 32, (size_t)w * 32, mma_local_bytes(head_dim, w, bk, emulated)};
+        *plan = (flashcl_plan){bq, bk, w, 32, (size_t)w * 32, mma_local_bytes(head_dim, dtype, w, bk, emulated)};
         return 1;
     }
 #endif
@@ -46,11 +64,12 @@ static int choose_mma_tiles(const flashcl_context *ctx, int head_dim, int emulat
      * leave registers for the head_dim / 2 accumulators and the head_dim / 4
      * Q fragments: block_k x head_dim <= 8192 kept ptxas from spilling on
      * the H100 (sm_90, 255 registers), where these widths also timed best
-     * (docs/perf.md); smaller local memories get narrower blocks. */
+     * (docs/perf.md); smaller local memories get narrower blocks, and float
+     * blocks, twice the bytes, are narrower on the same device. */
     static const int key_blocks[] = {128, 64, 32, 16};
     for (size_t i = 0; i < sizeof key_blocks / sizeof key_blocks[0]; ++i) {
         if (key_blocks[i] * head_dim > 8192 && key_blocks[i] > 16) continue;
-        const size_t local = mma_local_bytes(head_dim, warps, key_blocks[i], emulated);
+        const size_t local = mma_local_bytes(head_dim, dtype, warps, key_blocks[i], emulated);
         if (local <= ctx->limits.local_mem_bytes) {
             *plan = (flashcl_plan){warps * ROWS_PER_WARP, key_blocks[i], warps, 32, (size_t)warps * 32, local};
             return 1;
@@ -71,10 +90,16 @@ int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention
         return 0;
     /* A forced forward plan names portable tiles: the caller asked for that kernel. */
     if (ctx->impl != FLASHCL_IMPL_FLASH || ctx->forced_plan_set[FLASHCL_PASS_FORWARD] || any_feature) return 0;
-    if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
+    const flashcl_dtype dtype = desc->dtype;
+    /* fp32 runs in 3xTF32, slightly short of float's precision: only on request. */
+    if (dtype == FLASHCL_DTYPE_F32 && ctx->f32_precision != FLASHCL_F32_3XTF32) return 0;
     if (desc->head_dim % 16 != 0 || desc->head_dim > MAX_MMA_HEAD_DIM) return 0;
-    if (!aligned_for_mma(q) || !aligned_for_mma(k) || !aligned_for_mma(v) || !aligned_for_mma(o)) return 0;
-    if (!choose_mma_tiles(ctx, desc->head_dim, mode == 2, plan)) return 0;
+    if (!aligned_for_mma(q, dtype) || !aligned_for_mma(k, dtype) || !aligned_for_mma(v, dtype) ||
+        !aligned_for_mma(o, dtype))
+        return 0;
+    if (!choose_mma_tiles(ctx, desc->head_dim, dtype, mode == 2, plan)) return 0;
+    const size_t key_blocks = ((size_t)desc->seqlen_k + (size_t)plan->block_k - 1) / (size_t)plan->block_k;
+    if (mode == 2 && strstr(ctx->device_name, "llvmpipe") && key_blocks > LLVMPIPE_EMULATED_MAX_KEY_BLOCKS) return 0;
     return mode;
 }
 

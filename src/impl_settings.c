@@ -24,6 +24,16 @@ flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx, flashcl_te
 
 int flashcl_context_has_tensor_cores(const flashcl_context *ctx) { return ctx && ctx->has_ptx_mma; }
 
+flashcl_status flashcl_context_set_f32_precision(flashcl_context *ctx, flashcl_f32_precision precision) {
+    if (!ctx)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_f32_precision: ctx is NULL");
+    flashcl_clear_error(ctx);
+    if (precision != FLASHCL_F32_FULL && precision != FLASHCL_F32_3XTF32)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown fp32 precision %d", (int)precision);
+    ctx->f32_precision = precision;
+    return FLASHCL_SUCCESS;
+}
+
 flashcl_status flashcl_context_set_memory_budget(flashcl_context *ctx, size_t bytes) {
     if (!ctx)
         return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_memory_budget: ctx is NULL");

@@ -29,16 +29,24 @@ static const mma_case sweep[] = {
 };
 #define SWEEP_COUNT ((int)(sizeof sweep / sizeof sweep[0]))
 
-/* A context in the mode that runs the tensor-core kernel here, and the
- * tensor_cores value its calls should report. */
+/* A context in the mode that runs the tensor-core kernel here (fp32 in
+ * 3xTF32), and the tensor_cores value its calls should report. */
 static flashcl_context *mma_context(int *expected) {
     flashcl_context *ctx = ts_context();
     const int real = flashcl_context_has_tensor_cores(ctx);
     ck_assert_int_eq(
         flashcl_context_set_tensor_cores(ctx, real ? FLASHCL_TENSOR_CORES_AUTO : FLASHCL_TENSOR_CORES_EMULATE),
         FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_context_set_f32_precision(ctx, FLASHCL_F32_3XTF32), FLASHCL_SUCCESS);
     *expected = real ? 1 : 2;
     return ctx;
+}
+
+static int on_llvmpipe(flashcl_context *ctx) {
+    char name[256] = "";
+    ck_assert_int_eq(clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof name - 1, name, NULL),
+                     CL_SUCCESS);
+    return strstr(name, "llvmpipe") != NULL;
 }
 
 static flashcl_attention_desc desc_of(const mma_case *c, flashcl_dtype dtype) {
@@ -68,6 +76,10 @@ static void run_checked(flashcl_context *ctx, const ts_problem *p, const ts_plac
     snprintf(label, sizeof label, "B%d Hq%d Hkv%d Sq%d Sk%d D%d %s dtype %d, %s", d->batch, d->heads_q, d->heads_kv,
              d->seqlen_q, d->seqlen_k, d->head_dim, d->causal ? "causal" : "full", (int)d->dtype, name);
     ts_run_forward(ctx, p, place, o, lse);
+    /* On llvmpipe, calls over 32 key blocks run the portable kernel instead of
+     * the emulation (test_many_key_blocks); only calls over 512 keys can be. */
+    if (expected_tensor_cores == 2 && d->seqlen_k > 512 && on_llvmpipe(ctx) && last_tensor_cores(ctx) == 0)
+        expected_tensor_cores = 0;
     ck_assert_msg(last_tensor_cores(ctx) == expected_tensor_cores, "%s: tensor_cores %d, expected %d", label,
                   last_tensor_cores(ctx), expected_tensor_cores);
     ts_check_forward(p, o, lse, label);
@@ -83,9 +95,13 @@ static void run_case(const mma_case *c, flashcl_dtype dtype, uint64_t seed) {
     ts_problem_init(&p, &d, seed, c->amplitude);
     const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
     run_checked(ctx, &p, &bhsd, "BHSD contiguous", expected);
-    /* Offsets and padding that keep rows 8-element aligned. */
+    /* Offsets and padding that keep rows 16-byte aligned: 8 half values, 4 floats. */
     const ts_placements bshd = ts_uniform_placements(FLASHCL_LAYOUT_BSHD, 8, 8);
     run_checked(ctx, &p, &bshd, "BSHD offset 8 pad 8", expected);
+    if (dtype == FLASHCL_DTYPE_F32) {
+        const ts_placements bshd4 = ts_uniform_placements(FLASHCL_LAYOUT_BSHD, 4, 4);
+        run_checked(ctx, &p, &bshd4, "BSHD offset 4 pad 4", expected);
+    }
     ts_problem_free(&p);
     flashcl_context_free(ctx);
 }
@@ -96,13 +112,17 @@ END_TEST
 START_TEST(test_bfloat16_sweep) { run_case(&sweep[_i], FLASHCL_DTYPE_BF16, 9100u + (uint64_t)_i); }
 END_TEST
 
+/* Float data in 3xTF32, held to the same rule (k = 2) as the portable kernel. */
+START_TEST(test_float_sweep) { run_case(&sweep[_i], FLASHCL_DTYPE_F32, 9600u + (uint64_t)_i); }
+END_TEST
+
 /* Scores far beyond 88 (exp overflows in float): the running maximum
  * must be subtracted first. */
 START_TEST(test_large_logits) {
-    const mma_case c = {1, 2, 2, 150, 170, 64, _i, 2.0f, 3};
+    const mma_case c = {1, 2, 2, 150, 170, 64, _i & 1, 2.0f, 3};
     int expected;
     flashcl_context *ctx = mma_context(&expected);
-    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F16);
+    const flashcl_attention_desc d = desc_of(&c, _i < 2 ? FLASHCL_DTYPE_F16 : FLASHCL_DTYPE_F32);
     ts_problem p;
     ts_problem_init(&p, &d, 9200u + (uint64_t)_i, c.amplitude);
     double max_lse = -INFINITY;
@@ -116,14 +136,35 @@ START_TEST(test_large_logits) {
 }
 END_TEST
 
+/* Many key blocks, in float at head_dim 128 (the most matrix instructions
+ * per block). Mesa's llvmpipe ends a kernel's loops silently after 65535
+ * iterations per work-item in all, so there the emulation takes at most 32
+ * key blocks (src/forward_mma.c) and longer calls run the portable kernel:
+ * 512 keys are at most 32 blocks of any width, 4096 at least 32 blocks of
+ * 128. Elsewhere both run the tensor-core kernel. */
+START_TEST(test_many_key_blocks) {
+    const mma_case c = {1, 1, 1, 16, _i == 0 ? 512 : 4096, 128, 0, 0, 1};
+    int expected;
+    flashcl_context *ctx = mma_context(&expected);
+    if (_i == 1 && expected == 2 && on_llvmpipe(ctx)) expected = 0;
+    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F32);
+    ts_problem p;
+    ts_problem_init(&p, &d, 9700u + (uint64_t)_i, c.amplitude);
+    const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
+    run_checked(ctx, &p, &bhsd, "many key blocks", expected);
+    ts_problem_free(&p);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* Twice the same call writes the same bits. */
 START_TEST(test_repeatable) {
     const mma_case c = {1, 2, 1, 150, 230, 64, 1, 0, 1};
     int expected;
     flashcl_context *ctx = mma_context(&expected);
-    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_BF16);
+    const flashcl_attention_desc d = desc_of(&c, _i == 0 ? FLASHCL_DTYPE_BF16 : FLASHCL_DTYPE_F32);
     ts_problem p;
-    ts_problem_init(&p, &d, 9300u, 1.0f);
+    ts_problem_init(&p, &d, 9300u + (uint64_t)_i, 1.0f);
     float *first = malloc(p.q_count * sizeof *first), *second = malloc(p.q_count * sizeof *second);
     float *lse = malloc(p.lse_count * sizeof *lse);
     ck_assert(first && second && lse);
@@ -141,8 +182,9 @@ START_TEST(test_repeatable) {
 END_TEST
 
 /* Calls the kernel does not take run the portable kernel, still correct:
- * float data, a head dim not a multiple of 16 or above 128, a row not
- * 8-element aligned, a forced plan, and every call with the mode off. */
+ * a head dim not a multiple of 16 or above 128, a row not 16-byte aligned
+ * (half or float), a forced plan, every call with the mode off, and float
+ * data at the default full fp32 precision. */
 START_TEST(test_fallbacks) {
     int expected;
     flashcl_context *ctx = mma_context(&expected);
@@ -151,7 +193,10 @@ START_TEST(test_fallbacks) {
     ts_placements place = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
     const char *name = "";
     switch (_i) {
-    case 0: dtype = FLASHCL_DTYPE_F32, name = "float data"; break;
+    case 0:
+        dtype = FLASHCL_DTYPE_F32, name = "float offset 2";
+        place = ts_uniform_placements(FLASHCL_LAYOUT_BSHD, 2, 0);
+        break;
     case 1: c.head_dim = 40, name = "head_dim 40"; break;
     case 2: c.head_dim = 160, name = "head_dim 160"; break;
     case 3: place = ts_uniform_placements(FLASHCL_LAYOUT_BSHD, 4, 0), name = "offset 4"; break;
@@ -164,9 +209,17 @@ START_TEST(test_fallbacks) {
         name = "forced plan";
         break;
     }
-    default:
+    case 6:
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
         name = "mode off";
+        break;
+    case 7:
+        ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
+        dtype = FLASHCL_DTYPE_F32, name = "float, mode off";
+        break;
+    default:
+        ck_assert_int_eq(flashcl_context_set_f32_precision(ctx, FLASHCL_F32_FULL), FLASHCL_SUCCESS);
+        dtype = FLASHCL_DTYPE_F32, name = "float, full precision";
         break;
     }
     const flashcl_attention_desc d = desc_of(&c, dtype);
@@ -185,6 +238,9 @@ START_TEST(test_modes) {
     ck_assert_ptr_ne(strstr(flashcl_last_error(ctx), "tensor-core mode"), NULL);
     ck_assert_int_eq(flashcl_context_set_tensor_cores(NULL, FLASHCL_TENSOR_CORES_OFF), FLASHCL_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(flashcl_context_has_tensor_cores(NULL), 0);
+    ck_assert_int_eq(flashcl_context_set_f32_precision(ctx, (flashcl_f32_precision)5), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_ne(strstr(flashcl_last_error(ctx), "fp32 precision"), NULL);
+    ck_assert_int_eq(flashcl_context_set_f32_precision(NULL, FLASHCL_F32_FULL), FLASHCL_ERROR_INVALID_ARGUMENT);
     const mma_case c = {1, 1, 1, 40, 50, 32, 0, 0, 1};
     const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F16);
     ts_problem p;
@@ -202,9 +258,11 @@ static Suite *mma_suite(void) {
     tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_half_sweep, 0, SWEEP_COUNT);
     tcase_add_loop_test(tc, test_bfloat16_sweep, 0, SWEEP_COUNT);
-    tcase_add_loop_test(tc, test_large_logits, 0, 2);
-    tcase_add_test(tc, test_repeatable);
-    tcase_add_loop_test(tc, test_fallbacks, 0, 7);
+    tcase_add_loop_test(tc, test_float_sweep, 0, SWEEP_COUNT);
+    tcase_add_loop_test(tc, test_large_logits, 0, 4);
+    tcase_add_loop_test(tc, test_repeatable, 0, 2);
+    tcase_add_loop_test(tc, test_many_key_blocks, 0, 2);
+    tcase_add_loop_test(tc, test_fallbacks, 0, 9);
     tcase_add_test(tc, test_modes);
     suite_add_tcase(s, tc);
     return s;
