@@ -210,6 +210,7 @@ static int setup_context(run_state *s) {
     }
     if ((status = flashcl_context_set_impl(s->ctx, s->options.impl)) != FLASHCL_SUCCESS ||
         (status = flashcl_context_set_tensor_cores(s->ctx, s->options.tensor_cores)) != FLASHCL_SUCCESS ||
+        (status = flashcl_context_set_f32_precision(s->ctx, s->options.f32_precision)) != FLASHCL_SUCCESS ||
         (s->options.forward_plan_given &&
          (status = flashcl_context_force_plan(s->ctx, FLASHCL_PASS_FORWARD, &s->options.forward_plan))) ||
         (s->options.backward_plan_given &&

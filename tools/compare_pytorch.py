@@ -30,6 +30,8 @@ def run_flashcl(args):
             cmd.append("--backward")
         if args.device:
             cmd += ["--device", args.device]
+        if args.f32_precision != "full":
+            cmd += ["--f32-precision", args.f32_precision]
         print("running:", " ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, check=True)
         with open(out) as f:
@@ -80,6 +82,8 @@ def main():
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--device", default=None, help="flashcl --device SPEC")
     p.add_argument("--backends", default="math,efficient,flash,cudnn")
+    p.add_argument("--f32-precision", default="full", choices=["full", "3xtf32"],
+                   help="flashcl bench --f32-precision (f32 on the tensor cores in 3xTF32)")
     args = p.parse_args()
 
     records = run_flashcl(args)

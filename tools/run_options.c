@@ -40,6 +40,10 @@ void run_print_help(FILE *out) {
             "                          multiple of 16 or above 128, a window, block mask, dropout,\n"
             "                          varlen or --plan run the portable kernel; the 'forward:' line\n"
             "                          says which kernel ran (the backward is always portable)\n"
+            "  --f32-precision full|3xtf32\n"
+            "                          f32 forward in float throughout (full, default), or on the\n"
+            "                          tensor-core kernel in 3xTF32 (operands of ~23 bits; with emulate\n"
+            "                          on any device; see flashcl_context_set_f32_precision)\n"
             "  --plan BQ,BK,TQ,TK      force the forward tile plan (block_q, block_k, threads_q, threads_k)\n"
             "  --backward-plan BQ,BK,TQ,TK   force the backward tile plan\n"
             "  --kernel-dir DIR        load the .cl kernel sources from DIR instead of the built-in ones\n"
@@ -138,6 +142,13 @@ static int parse_value_option(const char *name, const char *value, run_options *
             o->tensor_cores = FLASHCL_TENSOR_CORES_EMULATE;
         else
             return usage_error("--tensor-cores must be auto, off or emulate, not '%s'", value);
+    } else if (strcmp(name, "--f32-precision") == 0) {
+        if (strcmp(value, "full") == 0)
+            o->f32_precision = FLASHCL_F32_FULL;
+        else if (strcmp(value, "3xtf32") == 0)
+            o->f32_precision = FLASHCL_F32_3XTF32;
+        else
+            return usage_error("--f32-precision must be full or 3xtf32, not '%s'", value);
     } else if (strcmp(name, "--dtype") == 0) {
         o->dtype_given = 1;
         if (strcmp(value, "f32") == 0)
@@ -189,7 +200,8 @@ static int parse_value_option(const char *name, const char *value, run_options *
 run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
     static const char *const VALUE_OPTIONS[] = {"--scale",  "--tolerance",  "--layout",     "--impl",
                                                 "--dtype",  "--plan",       "--backward-plan", "--window",
-                                                "--block-size", "--dropout", "--seed", "--tensor-cores"};
+                                                "--block-size", "--dropout", "--seed", "--tensor-cores",
+                                                "--f32-precision"};
     memset(o, 0, sizeof *o);
     o->window_left = o->window_right = -1;
     o->layout = FLASHCL_LAYOUT_BHSD;

@@ -16,6 +16,7 @@ typedef struct run_options {
     const char *kernel_dir;
     flashcl_impl impl;
     flashcl_tensor_cores tensor_cores; /* --tensor-cores (default AUTO) */
+    flashcl_f32_precision f32_precision; /* --f32-precision (default FULL) */
     int check;
     double tolerance; /* 0: the default of each output and dtype */
     int dtype_given;  /* --dtype was passed: dtype is what the files must hold */

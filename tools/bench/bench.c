@@ -253,10 +253,14 @@ static void measure_size(sweep_state *s, int seqlen) {
     bench_buffers_release(&buffers);
 }
 
-/* Applies --memory-budget, --tensor-cores and --plan to the context; 0 or -1 with a message. */
+/* Applies --memory-budget, --tensor-cores, --f32-precision and --plan to the context; 0 or -1 with a message. */
 static int configure_context(flashcl_context *ctx, const bench_options *o) {
     if (flashcl_context_set_tensor_cores(ctx, o->tensor_cores) != FLASHCL_SUCCESS) {
         fprintf(stderr, "flashcl bench: --tensor-cores: %s\n", flashcl_last_error(ctx));
+        return -1;
+    }
+    if (flashcl_context_set_f32_precision(ctx, o->f32_precision) != FLASHCL_SUCCESS) {
+        fprintf(stderr, "flashcl bench: --f32-precision: %s\n", flashcl_last_error(ctx));
         return -1;
     }
     if (o->memory_budget && flashcl_context_set_memory_budget(ctx, o->memory_budget) != FLASHCL_SUCCESS) {

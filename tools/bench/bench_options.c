@@ -39,6 +39,9 @@ void bench_print_usage(FILE *out) {
             "                        kernel). Flash rows that ran it read flash-tc (flash-tce emulated) in\n"
             "                        the table; JSON and CSV: tensor_cores 0 portable, 1 matrix units,\n"
             "                        2 emulated\n"
+            "  --f32-precision full|3xtf32\n"
+            "                        f32 forward in float throughout (full, default) or on the tensor-core\n"
+            "                        kernel in 3xTF32 (operands of ~23 bits; its rows read flash-tc)\n"
             "  --memory-budget BYTES cap on extra device memory per call (suffixes K, M, G: KiB, MiB, GiB)\n"
             "  --no-check            do not compare flash against standard\n"
             "  --dropout P           fused dropout with probability P (flash only: needs --impl flash)\n"
@@ -263,7 +266,8 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
 
         static const char *const valued[] = {"--seqlens", "--head-dim", "--batch", "--heads", "--dtype",
                                              "--impl", "--repeat", "--warmup", "--device", "--json",
-                                             "--csv", "--plot", "--plan", "--tensor-cores", "--memory-budget", "--dropout",
+                                             "--csv", "--plot", "--plan", "--tensor-cores", "--f32-precision",
+                                             "--memory-budget", "--dropout",
                                              "--block-density", "--block-size", "--varlen", "--varlen-seed"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; ++k) known |= strcmp(name, valued[k]) == 0;
@@ -289,6 +293,11 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
             if (strcmp(value, "auto") == 0) o->tensor_cores = FLASHCL_TENSOR_CORES_AUTO;
             else if (strcmp(value, "off") == 0) o->tensor_cores = FLASHCL_TENSOR_CORES_OFF;
             else if (strcmp(value, "emulate") == 0) o->tensor_cores = FLASHCL_TENSOR_CORES_EMULATE;
+            else bad = 1;
+        }
+        else if (strcmp(name, "--f32-precision") == 0) {
+            if (strcmp(value, "full") == 0) o->f32_precision = FLASHCL_F32_FULL;
+            else if (strcmp(value, "3xtf32") == 0) o->f32_precision = FLASHCL_F32_3XTF32;
             else bad = 1;
         }
         else if (strcmp(name, "--memory-budget") == 0) bad = parse_bytes(value, &o->memory_budget);

@@ -30,6 +30,7 @@ typedef struct bench_options {
     const char *plot_path;
     int plan_forced;
     flashcl_tensor_cores tensor_cores; /* --tensor-cores (default AUTO) */
+    flashcl_f32_precision f32_precision; /* --f32-precision (default FULL) */
     flashcl_plan plan;
     size_t memory_budget; /* 0: none */
     int check;
