@@ -64,11 +64,14 @@ static int choose_mma_tiles(const flashcl_context *ctx, int head_dim, flashcl_dt
      * leave registers for the head_dim / 2 accumulators and the head_dim / 4
      * Q fragments: block_k x head_dim <= 8192 kept ptxas from spilling on
      * the H100 (sm_90, 255 registers), where these widths also timed best
-     * (docs/perf.md); smaller local memories get narrower blocks, and float
-     * blocks, twice the bytes, are narrower on the same device. */
+     * (docs/perf.md); smaller local memories get narrower blocks. Float
+     * (3xTF32) holds its Q fragments as floats and splits each operand in
+     * registers: block_k x head_dim <= 2048 there (d64: 32, d128: 16) timed
+     * 7-10% faster than the widest blocks that fit, which spilled. */
+    const int max_block_area = dtype == FLASHCL_DTYPE_F32 ? 2048 : 8192;
     static const int key_blocks[] = {128, 64, 32, 16};
     for (size_t i = 0; i < sizeof key_blocks / sizeof key_blocks[0]; ++i) {
-        if (key_blocks[i] * head_dim > 8192 && key_blocks[i] > 16) continue;
+        if (key_blocks[i] * head_dim > max_block_area && key_blocks[i] > 16) continue;
         const size_t local = mma_local_bytes(head_dim, dtype, warps, key_blocks[i], emulated);
         if (local <= ctx->limits.local_mem_bytes) {
             *plan = (flashcl_plan){warps * ROWS_PER_WARP, key_blocks[i], warps, 32, (size_t)warps * 32, local};
