@@ -437,7 +437,10 @@ typedef enum flashcl_tensor_cores {
     FLASHCL_TENSOR_CORES_OFF = 1,
     /* The tensor-core kernel on any device, each matrix instruction emulated
      * with local memory and barriers (same operand layouts and rounding).
-     * Slow: it exists so the kernel's logic is tested on CPU OpenCL. */
+     * Slow: it exists so the kernel's logic is tested on CPU OpenCL. On Mesa
+     * llvmpipe (rusticl), which silently ends a kernel's loops after 65535
+     * iterations per work-item in all, calls over 32 key blocks run the
+     * portable kernel instead. */
     FLASHCL_TENSOR_CORES_EMULATE = 2
 } flashcl_tensor_cores;
 
