@@ -61,6 +61,7 @@ static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context
     if (status != FLASHCL_SUCCESS) return status; /* its message names the failed query */
     clGetDeviceInfo(ctx->device, CL_DEVICE_NAME, sizeof ctx->device_name - 1, ctx->device_name, NULL);
     ctx->has_ptx_mma = device_has_ptx_mma(ctx->device);
+    ctx->loop_limited = strstr(ctx->device_name, "llvmpipe") != NULL;
     const char *dir = options ? options->kernel_dir : NULL;
     if (!dir || !*dir) dir = getenv("FLASHCL_KERNEL_DIR");
     if (dir && *dir) {

@@ -1,7 +1,6 @@
 /* forward_mma.c: when a forward call runs on the tensor-core kernel (cl/forward_mma.cl), its tiles and its launch. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "kernel_args.h"
 
@@ -102,7 +101,7 @@ int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention
         return 0;
     if (!choose_mma_tiles(ctx, desc->head_dim, dtype, mode == 2, plan)) return 0;
     const size_t key_blocks = ((size_t)desc->seqlen_k + (size_t)plan->block_k - 1) / (size_t)plan->block_k;
-    if (mode == 2 && strstr(ctx->device_name, "llvmpipe") && key_blocks > LLVMPIPE_EMULATED_MAX_KEY_BLOCKS) return 0;
+    if (mode == 2 && ctx->loop_limited && key_blocks > LLVMPIPE_EMULATED_MAX_KEY_BLOCKS) return 0;
     return mode;
 }
 

@@ -22,6 +22,7 @@ struct flashcl_context {
     flashcl_impl impl;          /* which implementation flashcl_forward/backward run */
     flashcl_tensor_cores tensor_cores; /* when the forward uses cl/forward_mma.cl */
     int has_ptx_mma;            /* NVIDIA device of compute capability >= 8.0 */
+    int loop_limited;           /* Mesa llvmpipe: 65535 loop iterations per work-item (forward_mma.c) */
     flashcl_f32_precision f32_precision; /* whether fp32 forwards may use 3xTF32 */
     size_t memory_budget;       /* cap on extra device bytes per call, 0 = none */
     int used_clblast;           /* CLBlast holds a reference to this context in its cache */

@@ -6,15 +6,9 @@
 
 #include "test_support.h"
 
-typedef struct fwd_case {
-    int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal;
-    float scale;     /* 0: the default 1/sqrt(head_dim) */
-    float amplitude; /* Q and K are uniform in [-amplitude, amplitude] */
-} fwd_case;
-
 /* Odd pairs of TESTING.md, every head dim it lists (and 1), causal and not,
  * seqlen_q > seqlen_k under causal (fully masked top rows), GQA and MQA. */
-static const fwd_case sweep[] = {
+static const ts_case sweep[] = {
     {2, 2, 2, 1, 1, 64, 0, 0, 1},      {1, 2, 1, 1, 1, 1, 1, 0, 1},       {2, 4, 2, 1, 239, 16, 1, 0, 1},
     {1, 2, 2, 3, 799, 40, 0, 0, 1},    {1, 3, 1, 113, 203, 59, 1, 0, 1},  {1, 2, 1, 127, 512, 80, 0, 0, 1},
     {2, 2, 2, 128, 217, 96, 1, 0, 1},  {1, 2, 2, 255, 256, 111, 0, 0, 1}, {1, 2, 2, 512, 256, 128, 1, 0, 1},
@@ -26,21 +20,11 @@ static const fwd_case sweep[] = {
 
 /* Scores far beyond 88, where exp() overflows in float: the online softmax
  * must subtract the running maximum first. */
-static const fwd_case large_logits[] = {
+static const ts_case large_logits[] = {
     {1, 2, 2, 150, 170, 64, 0, 2.0f, 3},
     {1, 2, 1, 90, 60, 40, 1, 2.5f, 3},
 };
 #define LARGE_COUNT ((int)(sizeof large_logits / sizeof large_logits[0]))
-
-static flashcl_attention_desc desc_of(const fwd_case *c, flashcl_dtype dtype) {
-    flashcl_attention_desc d;
-    flashcl_attention_desc_init(&d, c->batch, c->heads_q, c->seqlen_q, c->seqlen_k, c->head_dim);
-    d.heads_kv = c->heads_kv;
-    d.causal = c->causal;
-    d.scale = c->scale;
-    d.dtype = dtype;
-    return d;
-}
 
 static void describe(char *out, size_t size, const flashcl_attention_desc *d, const char *placement) {
     snprintf(out, size, "B%d Hq%d Hkv%d Sq%d Sk%d D%d %s scale %g dtype %d, %s", d->batch, d->heads_q, d->heads_kv,
@@ -85,9 +69,9 @@ static void run_all_placements(flashcl_context *ctx, const ts_problem *p) {
     free(lse);
 }
 
-static void run_case(const fwd_case *c, flashcl_dtype dtype, uint64_t seed) {
+static void run_case(const ts_case *c, flashcl_dtype dtype, uint64_t seed) {
     flashcl_context *ctx = ts_context();
-    const flashcl_attention_desc d = desc_of(c, dtype);
+    const flashcl_attention_desc d = ts_case_desc(c, dtype);
     ts_problem p;
     ts_problem_init(&p, &d, seed, c->amplitude);
     run_all_placements(ctx, &p);
@@ -99,9 +83,9 @@ START_TEST(test_sweep) { run_case(&sweep[_i], FLASHCL_DTYPE_F32, 1000u + (uint64
 END_TEST
 
 START_TEST(test_large_logits) {
-    const fwd_case *c = &large_logits[_i];
+    const ts_case *c = &large_logits[_i];
     flashcl_context *ctx = ts_context();
-    const flashcl_attention_desc d = desc_of(c, FLASHCL_DTYPE_F32);
+    const flashcl_attention_desc d = ts_case_desc(c, FLASHCL_DTYPE_F32);
     ts_problem p;
     ts_problem_init(&p, &d, 2000u + (uint64_t)_i, c->amplitude);
     /* The case must really produce such scores: LSE >= the row's largest score. */
@@ -140,8 +124,8 @@ END_TEST
 /* Without an LSE tensor the kernel writes O only (and nothing else). */
 START_TEST(test_without_lse) {
     flashcl_context *ctx = ts_context();
-    const fwd_case c = {2, 2, 1, 70, 90, 48, _i, 0, 1};
-    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F32);
+    const ts_case c = {2, 2, 1, 70, 90, 48, _i, 0, 1};
+    const flashcl_attention_desc d = ts_case_desc(&c, FLASHCL_DTYPE_F32);
     ts_problem p;
     ts_problem_init(&p, &d, 4000u + (uint64_t)_i, 1.0f);
     float *o = malloc(p.q_count * sizeof *o);
@@ -159,8 +143,8 @@ END_TEST
 START_TEST(test_forward_host) {
     const flashcl_layout layout = _i == 0 ? FLASHCL_LAYOUT_BHSD : FLASHCL_LAYOUT_BSHD;
     flashcl_context *ctx = ts_context();
-    const fwd_case c = {2, 4, 2, 61, 130, 72, _i, 0, 1};
-    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F32);
+    const ts_case c = {2, 4, 2, 61, 130, 72, _i, 0, 1};
+    const flashcl_attention_desc d = ts_case_desc(&c, FLASHCL_DTYPE_F32);
     ts_problem p;
     ts_problem_init(&p, &d, 5000u + (uint64_t)_i, 1.0f);
     float *q = malloc(p.q_count * sizeof(float)), *k = malloc(p.kv_count * sizeof(float));
@@ -192,7 +176,7 @@ END_TEST
 
 /* 16-bit storage: inputs rounded on the host, the golden reference on the
  * rounded values, O judged against the golden O rounded to the storage. */
-static const fwd_case storage_cases[] = {
+static const ts_case storage_cases[] = {
     {1, 2, 1, 113, 203, 64, 1, 0, 1},
     {1, 2, 2, 3, 799, 40, 0, 0, 1},
     {1, 1, 1, 130, 77, 59, 1, 0, 1},

@@ -10,16 +10,10 @@
 
 #include "test_support.h"
 
-typedef struct mma_case {
-    int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal;
-    float scale;     /* 0: the default 1/sqrt(head_dim) */
-    float amplitude; /* Q and K are uniform in [-amplitude, amplitude] */
-} mma_case;
-
 /* Every head dim the kernel takes, TESTING.md's odd pairs, lengths around
  * its 16-row warp tiles and 64-row groups, causal with seqlen_q > seqlen_k
  * (fully masked top rows), GQA and MQA. */
-static const mma_case sweep[] = {
+static const ts_case sweep[] = {
     {1, 2, 2, 1, 1, 64, 0, 0, 1},       {2, 4, 2, 1, 239, 16, 1, 0, 1},    {1, 2, 2, 3, 799, 32, 0, 0, 1},
     {1, 3, 1, 113, 203, 48, 1, 0, 1},   {1, 2, 1, 127, 512, 80, 0, 0, 1},  {2, 2, 2, 128, 217, 96, 1, 0, 1},
     {1, 2, 2, 255, 256, 112, 0, 0, 1},  {1, 2, 2, 512, 256, 128, 1, 0, 1}, {1, 1, 1, 1023, 1024, 64, 1, 0, 1},
@@ -47,16 +41,6 @@ static int on_llvmpipe(flashcl_context *ctx) {
     ck_assert_int_eq(clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof name - 1, name, NULL),
                      CL_SUCCESS);
     return strstr(name, "llvmpipe") != NULL;
-}
-
-static flashcl_attention_desc desc_of(const mma_case *c, flashcl_dtype dtype) {
-    flashcl_attention_desc d;
-    flashcl_attention_desc_init(&d, c->batch, c->heads_q, c->seqlen_q, c->seqlen_k, c->head_dim);
-    d.heads_kv = c->heads_kv;
-    d.causal = c->causal;
-    d.scale = c->scale;
-    d.dtype = dtype;
-    return d;
 }
 
 static int last_tensor_cores(flashcl_context *ctx) {
@@ -87,10 +71,10 @@ static void run_checked(flashcl_context *ctx, const ts_problem *p, const ts_plac
     free(lse);
 }
 
-static void run_case(const mma_case *c, flashcl_dtype dtype, uint64_t seed) {
+static void run_case(const ts_case *c, flashcl_dtype dtype, uint64_t seed) {
     int expected;
     flashcl_context *ctx = mma_context(&expected);
-    const flashcl_attention_desc d = desc_of(c, dtype);
+    const flashcl_attention_desc d = ts_case_desc(c, dtype);
     ts_problem p;
     ts_problem_init(&p, &d, seed, c->amplitude);
     const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
@@ -119,10 +103,10 @@ END_TEST
 /* Scores far beyond 88 (exp overflows in float): the running maximum
  * must be subtracted first. */
 START_TEST(test_large_logits) {
-    const mma_case c = {1, 2, 2, 150, 170, 64, _i & 1, 2.0f, 3};
+    const ts_case c = {1, 2, 2, 150, 170, 64, _i & 1, 2.0f, 3};
     int expected;
     flashcl_context *ctx = mma_context(&expected);
-    const flashcl_attention_desc d = desc_of(&c, _i < 2 ? FLASHCL_DTYPE_F16 : FLASHCL_DTYPE_F32);
+    const flashcl_attention_desc d = ts_case_desc(&c, _i < 2 ? FLASHCL_DTYPE_F16 : FLASHCL_DTYPE_F32);
     ts_problem p;
     ts_problem_init(&p, &d, 9200u + (uint64_t)_i, c.amplitude);
     double max_lse = -INFINITY;
@@ -143,11 +127,11 @@ END_TEST
  * 512 keys are at most 32 blocks of any width, 4096 at least 32 blocks of
  * 128. Elsewhere both run the tensor-core kernel. */
 START_TEST(test_many_key_blocks) {
-    const mma_case c = {1, 1, 1, 16, _i == 0 ? 512 : 4096, 128, 0, 0, 1};
+    const ts_case c = {1, 1, 1, 16, _i == 0 ? 512 : 4096, 128, 0, 0, 1};
     int expected;
     flashcl_context *ctx = mma_context(&expected);
     if (_i == 1 && expected == 2 && on_llvmpipe(ctx)) expected = 0;
-    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F32);
+    const flashcl_attention_desc d = ts_case_desc(&c, FLASHCL_DTYPE_F32);
     ts_problem p;
     ts_problem_init(&p, &d, 9700u + (uint64_t)_i, c.amplitude);
     const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
@@ -159,10 +143,10 @@ END_TEST
 
 /* Twice the same call writes the same bits. */
 START_TEST(test_repeatable) {
-    const mma_case c = {1, 2, 1, 150, 230, 64, 1, 0, 1};
+    const ts_case c = {1, 2, 1, 150, 230, 64, 1, 0, 1};
     int expected;
     flashcl_context *ctx = mma_context(&expected);
-    const flashcl_attention_desc d = desc_of(&c, _i == 0 ? FLASHCL_DTYPE_BF16 : FLASHCL_DTYPE_F32);
+    const flashcl_attention_desc d = ts_case_desc(&c, _i == 0 ? FLASHCL_DTYPE_BF16 : FLASHCL_DTYPE_F32);
     ts_problem p;
     ts_problem_init(&p, &d, 9300u + (uint64_t)_i, 1.0f);
     float *first = malloc(p.q_count * sizeof *first), *second = malloc(p.q_count * sizeof *second);
@@ -188,7 +172,7 @@ END_TEST
 START_TEST(test_fallbacks) {
     int expected;
     flashcl_context *ctx = mma_context(&expected);
-    mma_case c = {1, 2, 2, 70, 90, 64, 1, 0, 1};
+    ts_case c = {1, 2, 2, 70, 90, 64, 1, 0, 1};
     flashcl_dtype dtype = FLASHCL_DTYPE_F16;
     ts_placements place = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
     const char *name = "";
@@ -202,7 +186,7 @@ START_TEST(test_fallbacks) {
     case 3: place = ts_uniform_placements(FLASHCL_LAYOUT_BSHD, 4, 0), name = "offset 4"; break;
     case 4: place = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 2), name = "pad 2"; break;
     case 5: {
-        flashcl_attention_desc d = desc_of(&c, dtype);
+        flashcl_attention_desc d = ts_case_desc(&c, dtype);
         flashcl_plan plan;
         ck_assert_int_eq(flashcl_context_plan(ctx, FLASHCL_PASS_FORWARD, &d, &plan), FLASHCL_SUCCESS);
         ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &plan), FLASHCL_SUCCESS);
@@ -222,7 +206,7 @@ START_TEST(test_fallbacks) {
         dtype = FLASHCL_DTYPE_F32, name = "float, full precision";
         break;
     }
-    const flashcl_attention_desc d = desc_of(&c, dtype);
+    const flashcl_attention_desc d = ts_case_desc(&c, dtype);
     ts_problem p;
     ts_problem_init(&p, &d, 9400u + (uint64_t)_i, 1.0f);
     run_checked(ctx, &p, &place, name, 0);
@@ -241,8 +225,8 @@ START_TEST(test_modes) {
     ck_assert_int_eq(flashcl_context_set_f32_precision(ctx, (flashcl_f32_precision)5), FLASHCL_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_ne(strstr(flashcl_last_error(ctx), "fp32 precision"), NULL);
     ck_assert_int_eq(flashcl_context_set_f32_precision(NULL, FLASHCL_F32_FULL), FLASHCL_ERROR_INVALID_ARGUMENT);
-    const mma_case c = {1, 1, 1, 40, 50, 32, 0, 0, 1};
-    const flashcl_attention_desc d = desc_of(&c, FLASHCL_DTYPE_F16);
+    const ts_case c = {1, 1, 1, 40, 50, 32, 0, 0, 1};
+    const flashcl_attention_desc d = ts_case_desc(&c, FLASHCL_DTYPE_F16);
     ts_problem p;
     ts_problem_init(&p, &d, 9500u, 1.0f);
     const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);

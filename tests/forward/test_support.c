@@ -243,6 +243,16 @@ void ts_tensor_gather(const ts_tensor *t, float *bhsd) {
                     bhsd[n++] = load_element(t->image + element_index(t, b, h, s, d) * t->elem_size, t->dtype);
 }
 
+flashcl_attention_desc ts_case_desc(const ts_case *c, flashcl_dtype dtype) {
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, c->batch, c->heads_q, c->seqlen_q, c->seqlen_k, c->head_dim);
+    d.heads_kv = c->heads_kv;
+    d.causal = c->causal;
+    d.scale = c->scale;
+    d.dtype = dtype;
+    return d;
+}
+
 /* ---- the reference and the tolerance rule --------------------------- */
 
 /* The rule is applied to the whole tensor at once, as the FlashAttention

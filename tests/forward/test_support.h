@@ -84,6 +84,16 @@ void ts_assert_untouched(cl_command_queue queue, ts_tensor *t, const char *name)
 /* The view's elements as contiguous BHSD floats. */
 void ts_tensor_gather(const ts_tensor *t, float *bhsd);
 
+/* One dense attention problem's shape, as the forward suites list them. */
+typedef struct ts_case {
+    int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal;
+    float scale;     /* 0: the default 1/sqrt(head_dim) */
+    float amplitude; /* Q and K are uniform in [-amplitude, amplitude] */
+} ts_case;
+
+/* The descriptor of c with storage type dtype. */
+flashcl_attention_desc ts_case_desc(const ts_case *c, flashcl_dtype dtype);
+
 /* ---- the reference and the tolerance rule --------------------------- */
 
 /* Error of one output against the golden reference, with the scale the
