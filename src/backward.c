@@ -3,14 +3,9 @@
 
 #include "call_features.h"
 
-/* The three kernels of one backward program (one build per plan). */
-typedef struct backward_kernels {
-    cl_kernel delta, dkdv, dq;
-} backward_kernels;
-
 static flashcl_status get_backward_kernels(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                            const flashcl_plan *plan, const flashcl_features *features,
-                                           backward_kernels *out) {
+                                           flashcl_backward_kernels *out) {
     char options[320];
     flashcl_format_kernel_options(options, sizeof options, desc, plan);
     flashcl_features_options(features, options, sizeof options);
@@ -42,10 +37,10 @@ static int queue_is_in_order(cl_command_queue queue) {
     return (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
 }
 
-/* Enqueues delta, then dkdv and dq (both need delta). On an in-order queue
- * the order itself is the dependency and dq's event stands for the whole
- * call; an out-of-order queue gets explicit events and a final marker. */
-static flashcl_status enqueue_all(flashcl_context *ctx, const backward_kernels *kernels, const size_t delta_global[1],
+/* On an in-order queue the order itself is the dependency and dq's event
+ * stands for the whole call; an out-of-order queue gets explicit events and
+ * a final marker. */
+flashcl_status flashcl_backward_enqueue(flashcl_context *ctx, const flashcl_backward_kernels *kernels, const size_t delta_global[1],
                                   const size_t delta_local[1], const size_t dkdv_global[2], const size_t dq_global[2],
                                   size_t work_group, cl_uint num_events, const cl_event *wait_list, cl_event *event) {
     const int in_order = queue_is_in_order(ctx->queue);
@@ -146,6 +141,11 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
                                          event_wait_list, event);
 
     flashcl_plan plan;
+    const flashcl_tensor *const mma_tensors[7] = {q, k, v, dout, dq, dk, dv};
+    const int mma = flashcl_backward_mma_mode(ctx, desc, flashcl_features_any(&features), mma_tensors, &plan);
+    if (mma)
+        return flashcl_backward_mma(ctx, mma, &plan, desc, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
+                                    event_wait_list, event);
     if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_BACKWARD, desc, &plan))) return status;
     /* The only scratch: D = rowsum(dO * O), one float per query row (O(N)). */
     /* With a packed batch D is (heads_q, total_q), the delta kernel seeing one sequence of total_q rows. */
@@ -158,7 +158,7 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
         return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
                             "the backward pass needs %zu bytes of scratch, the memory budget is %zu", scratch_bytes,
                             ctx->memory_budget);
-    backward_kernels kernels;
+    flashcl_backward_kernels kernels;
     if ((status = get_backward_kernels(ctx, desc, &plan, &features, &kernels))) return status;
 
     cl_int err;
@@ -228,7 +228,7 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
     const size_t query_blocks = ((size_t)desc->seqlen_q + block - 1) / block;
     const size_t dkdv_global[2] = {key_blocks * wg, (size_t)desc->batch * (size_t)desc->heads_kv};
     const size_t dq_global[2] = {query_blocks * wg, (size_t)desc->batch * (size_t)desc->heads_q};
-    status = enqueue_all(ctx, &kernels, delta_global, delta_local, dkdv_global, dq_global, wg,
+    status = flashcl_backward_enqueue(ctx, &kernels, delta_global, delta_local, dkdv_global, dq_global, wg,
                          num_events_in_wait_list, event_wait_list, event);
     if (status == FLASHCL_SUCCESS)
         flashcl_record_stats(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, desc, &plan, scratch_bytes);

@@ -23,9 +23,9 @@
  * values, or one float (3xTF32). */
 static int values_per_word(flashcl_dtype dtype) { return dtype == FLASHCL_DTYPE_F32 ? 1 : 2; }
 
-/* The kernel's 16-byte K/V loads and 32/64-bit Q/O accesses need every row
+/* The kernels' 16-byte K/V loads and 32/64-bit Q/O accesses need every row
  * start at a multiple of 16 bytes (8 half values, 4 floats). */
-static int aligned_for_mma(const flashcl_tensor *t, flashcl_dtype dtype) {
+int flashcl_mma_aligned(const flashcl_tensor *t, flashcl_dtype dtype) {
     const size_t values = 4 * (size_t)values_per_word(dtype);
     return (t->offset | t->stride_batch | t->stride_head | t->stride_seq) % values == 0;
 }
@@ -96,8 +96,8 @@ int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention
     /* fp32 runs in 3xTF32, slightly short of float's precision: only on request. */
     if (dtype == FLASHCL_DTYPE_F32 && ctx->f32_precision != FLASHCL_F32_3XTF32) return 0;
     if (desc->head_dim % 16 != 0 || desc->head_dim > MAX_MMA_HEAD_DIM) return 0;
-    if (!aligned_for_mma(q, dtype) || !aligned_for_mma(k, dtype) || !aligned_for_mma(v, dtype) ||
-        !aligned_for_mma(o, dtype))
+    if (!flashcl_mma_aligned(q, dtype) || !flashcl_mma_aligned(k, dtype) || !flashcl_mma_aligned(v, dtype) ||
+        !flashcl_mma_aligned(o, dtype))
         return 0;
     if (!choose_mma_tiles(ctx, desc->head_dim, dtype, mode == 2, plan)) return 0;
     const size_t key_blocks = ((size_t)desc->seqlen_k + (size_t)plan->block_k - 1) / (size_t)plan->block_k;

@@ -81,6 +81,31 @@ flashcl_status flashcl_forward_mma(flashcl_context *ctx, int mode, const flashcl
                                    const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
                                    const cl_event *wait_list, cl_event *event);
 
+/* backward.c: the three kernels of one backward program (portable or
+ * tensor-core), and their launch: delta, then dkdv and dq (both need delta). */
+typedef struct flashcl_backward_kernels {
+    cl_kernel delta, dkdv, dq;
+} flashcl_backward_kernels;
+flashcl_status flashcl_backward_enqueue(flashcl_context *ctx, const flashcl_backward_kernels *kernels,
+                                        const size_t delta_global[1], const size_t delta_local[1],
+                                        const size_t dkdv_global[2], const size_t dq_global[2], size_t work_group,
+                                        cl_uint num_events, const cl_event *wait_list, cl_event *event);
+
+/* forward_mma.c: 1 if t's row starts suit the tensor-core kernels' 16-byte
+ * loads (8 half values, 4 floats). */
+int flashcl_mma_aligned(const flashcl_tensor *t, flashcl_dtype dtype);
+
+/* backward_mma.c: as flashcl_forward_mma_mode, for a backward call. */
+int flashcl_backward_mma_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
+                              const flashcl_tensor *const tensors[7], flashcl_plan *plan);
+/* Enqueues the tensor-core backward (mode 1 or 2) and records its stats. */
+flashcl_status flashcl_backward_mma(flashcl_context *ctx, int mode, const flashcl_plan *plan,
+                                    const flashcl_attention_desc *desc, const flashcl_tensor *q,
+                                    const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
+                                    const flashcl_tensor *lse, const flashcl_tensor *dout, const flashcl_tensor *dq,
+                                    const flashcl_tensor *dk, const flashcl_tensor *dv, cl_uint num_events,
+                                    const cl_event *wait_list, cl_event *event);
+
 /* The -D options that specialise a kernel for desc and plan (forward.c). */
 int flashcl_format_kernel_options(char *out, size_t size, const flashcl_attention_desc *desc,
                                   const flashcl_plan *plan);

@@ -1,4 +1,5 @@
-/* kernel_source.c: assembles a program's source (common.cl + one kernel file), embedded or from disk. */
+/* kernel_source.c: assembles a program's source (common.cl, mma.cl for the tensor-core kernels, one kernel file),
+ * embedded or from disk. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,23 +60,42 @@ static flashcl_status load_one(flashcl_context *ctx, const char *name, char **te
     return FLASHCL_SUCCESS;
 }
 
+/* 1 if name ends with suffix. */
+static int ends_with(const char *name, const char *suffix) {
+    const size_t n = strlen(name), m = strlen(suffix);
+    return n >= m && strcmp(name + n - m, suffix) == 0;
+}
+
+/* A program is common.cl, then for the tensor-core kernels (*_mma.cl) the
+ * matrix-unit machinery they share (mma.cl), then the kernel file itself,
+ * joined by newlines. */
 flashcl_status flashcl_kernel_source(flashcl_context *ctx, const char *file, char **source) {
-    char *common = NULL, *body = NULL;
-    size_t common_len = 0, body_len = 0;
+    const char *names[3] = {"common.cl", NULL, NULL};
+    int count = 1;
+    if (ends_with(file, "_mma.cl")) names[count++] = "mma.cl";
+    names[count++] = file;
+    char *parts[3] = {NULL, NULL, NULL};
+    size_t lengths[3] = {0, 0, 0}, total = 0;
+    flashcl_status status = FLASHCL_SUCCESS;
     *source = NULL;
-    flashcl_status status = load_one(ctx, "common.cl", &common, &common_len);
-    if (status == FLASHCL_SUCCESS) status = load_one(ctx, file, &body, &body_len);
+    for (int i = 0; i < count && status == FLASHCL_SUCCESS; ++i) {
+        status = load_one(ctx, names[i], &parts[i], &lengths[i]);
+        total += lengths[i] + 1;
+    }
     if (status == FLASHCL_SUCCESS) {
-        *source = malloc(common_len + 1 + body_len + 1);
+        *source = malloc(total + 1);
         if (!*source) {
             status = flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         } else {
-            memcpy(*source, common, common_len);
-            (*source)[common_len] = '\n';
-            memcpy(*source + common_len + 1, body, body_len + 1);
+            size_t at = 0;
+            for (int i = 0; i < count; ++i) {
+                memcpy(*source + at, parts[i], lengths[i]);
+                at += lengths[i];
+                (*source)[at++] = '\n';
+            }
+            (*source)[at] = '\0';
         }
     }
-    free(common);
-    free(body);
+    for (int i = 0; i < count; ++i) free(parts[i]);
     return status;
 }

@@ -310,9 +310,7 @@ void bwd_check_gradients(const bwd_case *c, const bwd_host *h) {
     free(lowp);
 }
 
-void bwd_run_and_check(const bwd_case *c, const flashcl_plan *forced) {
-    flashcl_context *ctx = bwd_context();
-    if (forced) ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, forced), FLASHCL_SUCCESS);
+void bwd_run_and_check_on(flashcl_context *ctx, const bwd_case *c) {
     bwd_host h;
     bwd_device d;
     bwd_host_alloc(c, 1, &h);
@@ -325,5 +323,138 @@ void bwd_run_and_check(const bwd_case *c, const flashcl_plan *forced) {
     bwd_check_gradients(c, &h);
     bwd_device_free(&d);
     bwd_host_free(&h);
+}
+
+void bwd_run_and_check(const bwd_case *c, const flashcl_plan *forced) {
+    flashcl_context *ctx = bwd_context();
+    if (forced) ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, forced), FLASHCL_SUCCESS);
+    bwd_run_and_check_on(ctx, c);
     flashcl_context_free(ctx);
+}
+
+/* Storage rounding of the low-precision dtypes, round to nearest even. */
+static uint16_t to_storage(float f, flashcl_dtype dtype) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if (dtype == FLASHCL_DTYPE_BF16) return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+    const uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+    const int exp = (int)((x >> 23) & 0xffu) - 127 + 15;
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00u); /* the tests' inputs never get here */
+    uint32_t h, rem, halfway;
+    if (exp <= 0) { /* half subnormal: units of 2^-24 */
+        if (exp < -10) return (uint16_t)sign;
+        const int shift = 14 - exp;
+        const uint32_t m = mant | 0x800000u;
+        h = m >> shift, rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    } else {
+        h = ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu, halfway = 0x1000u;
+    }
+    if (rem > halfway || (rem == halfway && (h & 1u))) ++h;
+    return (uint16_t)(sign | h);
+}
+
+static float from_storage(uint16_t v, flashcl_dtype dtype) {
+    if (dtype == FLASHCL_DTYPE_BF16) {
+        const uint32_t x = (uint32_t)v << 16;
+        float f;
+        memcpy(&f, &x, sizeof f);
+        return f;
+    }
+    const int exp = (v >> 10) & 0x1f, mant = v & 0x3ff;
+    const float magnitude = exp == 0 ? ldexpf((float)mant, -24)
+                            : exp == 31 ? INFINITY
+                                        : ldexpf((float)(mant | 0x400), exp - 25);
+    return (v & 0x8000u) ? -magnitude : magnitude;
+}
+
+static cl_mem storage_buffer(flashcl_context *ctx, float *values, size_t n, flashcl_dtype dtype) {
+    uint16_t *raw = malloc(n * sizeof *raw);
+    ck_assert_ptr_nonnull(raw);
+    for (size_t i = 0; i < n; ++i) {
+        raw[i] = to_storage(values[i], dtype);
+        values[i] = from_storage(raw[i], dtype); /* the reference sees the rounded inputs */
+    }
+    cl_int err;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                              n * sizeof *raw, raw, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    free(raw);
+    return m;
+}
+
+static void read_storage(flashcl_context *ctx, cl_mem m, float *out, size_t n, flashcl_dtype dtype) {
+    uint16_t *raw = malloc(n * sizeof *raw);
+    ck_assert_ptr_nonnull(raw);
+    ck_assert_int_eq(clEnqueueReadBuffer(flashcl_context_queue(ctx), m, CL_TRUE, 0, n * sizeof *raw, raw, 0, NULL,
+                                         NULL),
+                     CL_SUCCESS);
+    for (size_t i = 0; i < n; ++i) out[i] = from_storage(raw[i], dtype);
+    free(raw);
+}
+
+void bwd_check_storage(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dtype, double ulps) {
+    /* The host arrays go to the device as they are: contiguous BHSD. */
+    ck_assert_msg(c->layout == FLASHCL_LAYOUT_BHSD && c->offset == 0, "%s: storage cases are BHSD without offset",
+                  c->name);
+    const double ulp = dtype == FLASHCL_DTYPE_F16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
+    bwd_host h;
+    bwd_host_alloc(c, 17, &h);
+    const size_t nq = bwd_q_count(c), nkv = bwd_kv_count(c);
+    cl_mem q = storage_buffer(ctx, h.q, nq, dtype), k = storage_buffer(ctx, h.k, nkv, dtype);
+    cl_mem v = storage_buffer(ctx, h.v, nkv, dtype), dout = storage_buffer(ctx, h.dout, nq, dtype);
+    cl_mem o = storage_buffer(ctx, h.dq, nq, dtype), dq = storage_buffer(ctx, h.dq, nq, dtype);
+    cl_mem dk = storage_buffer(ctx, h.dk, nkv, dtype), dv = storage_buffer(ctx, h.dv, nkv, dtype);
+    cl_int err;
+    cl_mem lse = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE, bwd_lse_count(c) * sizeof(float),
+                                NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    flashcl_attention_desc desc;
+    bwd_desc(c, &desc);
+    desc.dtype = dtype;
+    const flashcl_tensor tq = flashcl_tensor_contiguous(q, c->layout, c->heads_q, c->seqlen_q, c->head_dim);
+    const flashcl_tensor tkv[4] = {
+        flashcl_tensor_contiguous(k, c->layout, c->heads_kv, c->seqlen_k, c->head_dim),
+        flashcl_tensor_contiguous(v, c->layout, c->heads_kv, c->seqlen_k, c->head_dim),
+        flashcl_tensor_contiguous(dk, c->layout, c->heads_kv, c->seqlen_k, c->head_dim),
+        flashcl_tensor_contiguous(dv, c->layout, c->heads_kv, c->seqlen_k, c->head_dim),
+    };
+    const flashcl_tensor tdo = flashcl_tensor_contiguous(dout, c->layout, c->heads_q, c->seqlen_q, c->head_dim);
+    const flashcl_tensor to = flashcl_tensor_contiguous(o, c->layout, c->heads_q, c->seqlen_q, c->head_dim);
+    const flashcl_tensor tdq = flashcl_tensor_contiguous(dq, c->layout, c->heads_q, c->seqlen_q, c->head_dim);
+    const flashcl_tensor tl = flashcl_tensor_lse(lse, c->heads_q, c->seqlen_q);
+    ck_assert_msg(flashcl_forward(ctx, &desc, &tq, &tkv[0], &tkv[1], &to, &tl, 0, NULL, NULL) == FLASHCL_SUCCESS, "%s",
+                  flashcl_last_error(ctx));
+    ck_assert_msg(flashcl_backward(ctx, &desc, &tq, &tkv[0], &tkv[1], &to, &tl, &tdo, &tdq, &tkv[2], &tkv[3], 0, NULL,
+                                   NULL) == FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    read_storage(ctx, dq, h.dq, nq, dtype);
+    read_storage(ctx, dk, h.dk, nkv, dtype);
+    read_storage(ctx, dv, h.dv, nkv, dtype);
+    double *gold = malloc(sizeof(double) * (nq + 2 * nkv));
+    ck_assert_ptr_nonnull(gold);
+    desc.dtype = FLASHCL_DTYPE_F32;
+    ck_assert_int_eq(flashcl_reference_backward(&desc, FLASHCL_REF_DOUBLE, h.q, h.k, h.v, h.dout, gold, gold + nq,
+                                                gold + nq + nkv),
+                     0);
+    const struct {
+        const char *name;
+        const float *got;
+        const double *gold;
+        size_t n;
+    } grads[] = {{"dq", h.dq, gold, nq}, {"dk", h.dk, gold + nq, nkv}, {"dv", h.dv, gold + nq + nkv, nkv}};
+    for (int g = 0; g < 3; ++g) {
+        double error = 0.0, magnitude = 0.0;
+        for (size_t i = 0; i < grads[g].n; ++i) {
+            ck_assert(isfinite(grads[g].got[i]));
+            error = fmax(error, fabs(grads[g].got[i] - grads[g].gold[i]));
+            magnitude = fmax(magnitude, fabs(grads[g].gold[i]));
+        }
+        ck_assert_msg(magnitude > 0.01, "%s is degenerate", grads[g].name);
+        ck_assert_msg(error <= ulps * ulp * magnitude, "%s dtype %d %s: error %.3g exceeds %g storage ulps of %.3g",
+                      c->name, (int)dtype, grads[g].name, error, ulps, magnitude);
+    }
+    free(gold);
+    cl_mem all[] = {q, k, v, dout, o, dq, dk, dv, lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    bwd_host_free(&h);
 }

@@ -60,8 +60,16 @@ void bwd_assert_gradients_untouched(flashcl_context *ctx, const bwd_case *c, bwd
  * NaN, exact zeros in dQ's fully masked rows. */
 void bwd_check_gradients(const bwd_case *c, const bwd_host *h);
 
-/* Forward, backward, read back and check, on a fresh context. A forced plan
+/* c's problem in f16 or bf16 storage (c must be BHSD without offset) on ctx:
+ * forward, backward, and every gradient within `ulps` storage ulps (half:
+ * 2^-11, bf16: 2^-8) of its largest magnitude against the double reference
+ * on the rounded inputs. */
+void bwd_check_storage(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dtype, double ulps);
+
+/* Forward, backward, read back and check, on ctx (bwd_run_and_check_on) or
+ * on a fresh context. A forced plan
  * may be given (NULL: the planner's). */
+void bwd_run_and_check_on(flashcl_context *ctx, const bwd_case *c);
 void bwd_run_and_check(const bwd_case *c, const flashcl_plan *forced);
 
 #endif

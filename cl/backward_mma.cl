@@ -1,0 +1,408 @@
+// backward_mma.cl: FlashAttention's backward pass on matrix units (tensor
+// cores): dQ, dK and dV by recomputing P tile by tile from Q, K and the LSE,
+// as cl/backward.cl does, with every product on the matrix instruction of
+// cl/mma.cl (placed by the host before this file, with HEAD_DIM and
+// FLASHCL_MMA_PTX): half and bfloat16 storage on the stored values (P and dS
+// rounded to the storage type as operands), float storage in 3xTF32.
+//
+// Macros taken (host passes them with -D):
+//   WARPS      warps of 32 work-items per work-group; each owns 16 rows
+//              (keys in dkdv, queries in dq) for the whole kernel
+//   BLOCK_Q    queries per step of flashcl_backward_mma_dkdv
+//   BLOCK_K    keys per step of flashcl_backward_mma_dq
+//
+// Three kernels, run in this order on one queue:
+//   flashcl_backward_mma_delta  D_i = rowsum(dO_i * O_i) (one float per row)
+//   flashcl_backward_mma_dkdv   a work-group owns 16 * WARPS keys of one K/V
+//                               head and walks every query of every query
+//                               head of its group: dV += P^T dO and
+//                               dK += dS^T Q, with P^T = exp(K Q^T - LSE)
+//                               and dS^T = P^T * (V dO^T - D);
+//   flashcl_backward_mma_dq     a work-group owns 16 * WARPS queries of one
+//                               head and walks the keys: dQ += dS K.
+// dK and dQ are scaled once at the end. As in cl/backward.cl each gradient
+// element has one owner, so there are no atomics and every sum runs in a
+// fixed order: the same inputs give the same bits. (They are not the bits
+// of cl/backward.cl: the matrix unit sums in its own order.)
+//
+// Fragments (cl/mma.cl's layout). dkdv: the warp's K and V rows are A
+// operands, loaded once; a block of Q and dO rows sits in local memory as
+// queries x dims, read as B operands for K Q^T and V dO^T (rows g, words t
+// and t + 4, as the forward reads K) and, through the transposing load, for
+// P^T dO and dS^T Q (as the forward reads V). The accumulators of P^T and
+// dS^T become A operands in registers, as P does in the forward. dq: the
+// warp's Q and dO rows are A operands; K and V blocks sit in local memory as
+// keys x dims, read as B operands for Q K^T and dO V^T and, transposed, for
+// dS K.
+
+#ifndef WARPS
+#define WARPS 4
+#endif
+#ifndef BLOCK_Q
+#define BLOCK_Q 64
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 64
+#endif
+#if BLOCK_Q % 16 != 0 || BLOCK_K % 16 != 0
+#error "BLOCK_Q and BLOCK_K must be multiples of 16"
+#endif
+#define WG_SIZE (WARPS * 32)
+#define OWN_ROWS (16 * WARPS) // keys per dkdv work-group, queries per dq work-group
+
+// ---- D = rowsum(dO * O) ------------------------------------------------------
+// Called with one work-item per query row (rows = batch * heads_q * seqlen_q).
+__kernel void flashcl_backward_mma_delta(__global const storage_t *o, ulong o_offset, ulong o_stride_b,
+                                         ulong o_stride_h, ulong o_stride_s, __global const storage_t *dout,
+                                         ulong do_offset, ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
+                                         __global float *delta, int heads_q, int seqlen_q, ulong rows) {
+    const ulong index = get_global_id(0);
+    if (index >= rows) return;
+    const ulong bh = index / (ulong)seqlen_q;
+    const int i = (int)(index - bh * (ulong)seqlen_q);
+    const ulong b = bh / (ulong)heads_q, h = bh - b * (ulong)heads_q;
+    const ulong o_row = o_offset + b * o_stride_b + h * o_stride_h + (ulong)i * o_stride_s;
+    const ulong do_row = do_offset + b * do_stride_b + h * do_stride_h + (ulong)i * do_stride_s;
+    float sum = 0.0f;
+    for (int d = 0; d < HEAD_DIM; ++d) sum = fma(LOAD(dout, do_row + d), LOAD(o, o_row + d), sum);
+    delta[index] = sum;
+}
+
+// Rows [row0, row0 + ROWS) of one head into a local tile of ROW_WORDS-word
+// rows, as 16-byte chunks (asynchronously on NVIDIA); rows past `rows` are
+// zeros.
+#define FETCH_ROWS(tile4, src, base, stride_s, row0, rows, ROWS)                                              \
+    for (int e = lid; e < (ROWS) * CHUNKS_PER_ROW; e += WG_SIZE) {                                            \
+        const int r = e / CHUNKS_PER_ROW, c = e - r * CHUNKS_PER_ROW;                                         \
+        const bool valid = (row0) + r < (rows);                                                              \
+        __global const uint4 *from =                                                                         \
+            (__global const uint4 *)((src) + (base) + (valid ? (ulong)((row0) + r) * (stride_s) + c * CHUNK_VALUES : 0)); \
+        COPY16_ASYNC(&(tile4)[(r * ROW_WORDS) / 4 + c], from, valid);                                        \
+    }
+
+// A operands of one warp's 16 rows from global memory (rows past `rows` as
+// zeros): rows g and g + 8, words t and t + 4 of every step.
+#define LOAD_A_ROWS(a, src, base, stride_s, row_top, rows)                                                    \
+    do {                                                                                                     \
+        const int row_bottom_ = (row_top) + 8;                                                               \
+        UNROLL_ALWAYS                                                                                        \
+        for (int s_ = 0; s_ < DIM_STEPS; ++s_) {                                                             \
+            const int col_ = s_ * MMA_K + VALUES_PER_WORD * t, second_ = MMA_K / 2;                          \
+            const ulong top_ = (base) + (ulong)(row_top) * (stride_s) + col_;                                \
+            const ulong bottom_ = (base) + (ulong)row_bottom_ * (stride_s) + col_;                           \
+            a[s_][0] = (row_top) < (rows) ? LOAD_WORD(src, top_) : 0u;                                       \
+            a[s_][1] = row_bottom_ < (rows) ? LOAD_WORD(src, bottom_) : 0u;                                  \
+            a[s_][2] = (row_top) < (rows) ? LOAD_WORD(src, top_ + second_) : 0u;                             \
+            a[s_][3] = row_bottom_ < (rows) ? LOAD_WORD(src, bottom_ + second_) : 0u;                        \
+        }                                                                                                    \
+    } while (0)
+
+// The LSE of a query row in log2 units, as the exponent subtracts it: +inf
+// for rows past the end and rows that saw no key (LSE -inf), so their P is
+// exactly 0.
+inline float lse_log2(__global const float *lse, ulong index, bool valid) {
+    const float x = valid ? lse[index] : -INFINITY;
+    return x == -INFINITY ? INFINITY : x * M_LOG2E_F;
+}
+
+// Stores one warp's 16 x HEAD_DIM accumulators times `factor` (rows past
+// `rows` skipped).
+#define STORE_ROWS(dst, base, stride_s, acc, row_top, rows, factor)                                          \
+    do {                                                                                                     \
+        const int row_bottom_ = (row_top) + 8;                                                               \
+        UNROLL_ALWAYS                                                                                        \
+        for (int j_ = 0; j_ < DIM_TILES; ++j_) {                                                             \
+            const int col_ = j_ * 8 + 2 * t;                                                                 \
+            if ((row_top) < (rows))                                                                          \
+                STORE_PAIR(dst, (base) + (ulong)(row_top) * (stride_s) + col_, acc[j_].x * (factor),         \
+                           acc[j_].y * (factor));                                                            \
+            if (row_bottom_ < (rows))                                                                        \
+                STORE_PAIR(dst, (base) + (ulong)row_bottom_ * (stride_s) + col_, acc[j_].z * (factor),       \
+                           acc[j_].w * (factor));                                                            \
+        }                                                                                                    \
+    } while (0)
+
+// ---- dK and dV ----------------------------------------------------------------
+#define Q_TILES (BLOCK_Q / 8)     // 8-query accumulator tiles of P^T and dS^T
+#define Q_STEPS (BLOCK_Q / MMA_K) // k-steps of P^T dO and dS^T Q
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_mma_dkdv(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global const storage_t *dout, ulong do_offset, ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
+    __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    __global const float *delta, __global storage_t *dk, ulong dk_offset, ulong dk_stride_b, ulong dk_stride_h,
+    ulong dk_stride_s, __global storage_t *dv, ulong dv_offset, ulong dv_stride_b, ulong dv_stride_h,
+    ulong dv_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    // A block of Q rows and of dO rows, queries x dims, with their LSE (log2
+    // units) and D.
+    __local uint4 q_tile4[BLOCK_Q * ROW_WORDS / 4];
+    __local uint4 do_tile4[BLOCK_Q * ROW_WORDS / 4];
+    __local float lse_tile[BLOCK_Q], delta_tile[BLOCK_Q];
+    __local const uint *q_tile = (__local const uint *)q_tile4;
+    __local const uint *do_tile = (__local const uint *)do_tile4;
+
+    const int lid = (int)get_local_id(0);
+    const int warp = lid / 32, lane = lid % 32;
+    const int g = lane >> 2, t = lane & 3;
+#if !FLASHCL_MMA_PTX
+    __local uint scratch[WARPS * SCRATCH_WORDS];
+    __local uint *warp_scratch = scratch + warp * SCRATCH_WORDS;
+#endif
+    const int key0 = (int)get_group_id(0) * OWN_ROWS;
+    const int heads_kv = heads_q / group_size;
+    const int bh = (int)get_group_id(1);
+    const int b = bh / heads_kv;
+    const int hk = bh - b * heads_kv;
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    // This warp's keys: lane (g, t) holds rows key_top and key_top + 8.
+    const int warp_key0 = key0 + warp * 16;
+    const int key_top = warp_key0 + g, key_bottom = key_top + 8;
+
+    uint ka[DIM_STEPS][4], va[DIM_STEPS][4];
+    LOAD_A_ROWS(ka, k, k_base, k_stride_s, key_top, seqlen_k);
+    LOAD_A_ROWS(va, v, v_base, v_stride_s, key_top, seqlen_k);
+    float4 dk_acc[DIM_TILES], dv_acc[DIM_TILES];
+    UNROLL_ALWAYS
+    for (int j = 0; j < DIM_TILES; ++j) dk_acc[j] = dv_acc[j] = (float4)(0.0f);
+    const float scale2 = scale * M_LOG2E_F;
+
+    // Bottom-right causal alignment: query i sees keys j <= i + diagonal, so
+    // queries before key0 - diagonal see none of this group's keys.
+    const int diagonal = seqlen_k - seqlen_q;
+    const int q_start = causal ? (max(0, key0 - diagonal) / BLOCK_Q) * BLOCK_Q : 0;
+    // P^T's keys past seqlen_k (zero K rows) would not be zero: they are
+    // masked like the causal ones, though their rows are never stored.
+    const bool keys_past_end = warp_key0 + 16 > seqlen_k;
+
+    for (int hq = hk * group_size; hq < (hk + 1) * group_size; ++hq) {
+        const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)hq * q_stride_h;
+        const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)hq * do_stride_h;
+        const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)hq * lse_stride_h;
+        const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)hq) * (ulong)seqlen_q;
+        for (int q0 = q_start; q0 < seqlen_q; q0 += BLOCK_Q) {
+            FETCH_ROWS(q_tile4, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
+            FETCH_ROWS(do_tile4, dout, do_base, do_stride_s, q0, seqlen_q, BLOCK_Q);
+            COPY_COMMIT();
+            for (int r = lid; r < BLOCK_Q; r += WG_SIZE) {
+                const bool valid = q0 + r < seqlen_q;
+                lse_tile[r] = lse_log2(lse, lse_base + (ulong)(q0 + r) * lse_stride_s, valid);
+                delta_tile[r] = valid ? delta[delta_base + (ulong)(q0 + r)] : 0.0f;
+            }
+            COPY_WAIT(0);
+            barrier(CLK_LOCAL_MEM_FENCE);
+#if FLASHCL_MMA_PTX
+            // A warp whose keys no query of the block sees skips its
+            // arithmetic (P^T = 0); warp-uniform.
+            const bool warp_active = !causal || warp_key0 <= q0 + BLOCK_Q - 1 + diagonal;
+#else
+            const bool warp_active = true;
+#endif
+            if (warp_active) {
+                // S^T = K Q^T and dP^T = V dO^T over the head dimension.
+                float4 st[Q_TILES], dpt[Q_TILES];
+                UNROLL_ALWAYS
+                for (int n = 0; n < Q_TILES; ++n) st[n] = dpt[n] = (float4)(0.0f);
+                UNROLL
+                for (int d = 0; d < DIM_STEPS; ++d) {
+                    uint kp[A_WORDS], vp[A_WORDS];
+                    PREPARE_A(kp, ka[d]);
+                    PREPARE_A(vp, va[d]);
+                    UNROLL
+                    for (int n = 0; n < Q_TILES; ++n) {
+                        __local const uint *q_row = q_tile + (n * 8 + g) * ROW_WORDS + t;
+                        __local const uint *do_row = do_tile + (n * 8 + g) * ROW_WORDS + t;
+                        uint qb[B_WORDS], dob[B_WORDS];
+                        PREPARE_B(qb, q_row[d * 8], q_row[d * 8 + 4]);
+                        PREPARE_B(dob, do_row[d * 8], do_row[d * 8 + 4]);
+                        MMA_S(st[n], kp, qb);
+                        MMA_S(dpt[n], vp, dob);
+                    }
+                }
+                // P^T and dS^T: lane (g, t) holds keys key_top, key_bottom of
+                // queries q0 + n * 8 + 2t and + 1 (x, y: top; z, w: bottom).
+                const bool masked = keys_past_end || (causal && warp_key0 + 15 > q0 + diagonal);
+                uint pa[Q_STEPS][4], dsa[Q_STEPS][4];
+                UNROLL_ALWAYS
+                for (int n = 0; n < Q_TILES; ++n) {
+                    const int col = n * 8 + 2 * t;
+                    const float l0 = lse_tile[col], l1 = lse_tile[col + 1];
+                    const float d0 = delta_tile[col], d1 = delta_tile[col + 1];
+                    float4 p = (float4)(EXP2(fma(st[n].x, scale2, -l0)), EXP2(fma(st[n].y, scale2, -l1)),
+                                        EXP2(fma(st[n].z, scale2, -l0)), EXP2(fma(st[n].w, scale2, -l1)));
+                    if (masked) {
+                        const int query = q0 + col;
+                        const bool top_out = key_top >= seqlen_k, bottom_out = key_bottom >= seqlen_k;
+                        if (top_out || (causal && key_top > query + diagonal)) p.x = 0.0f;
+                        if (top_out || (causal && key_top > query + 1 + diagonal)) p.y = 0.0f;
+                        if (bottom_out || (causal && key_bottom > query + diagonal)) p.z = 0.0f;
+                        if (bottom_out || (causal && key_bottom > query + 1 + diagonal)) p.w = 0.0f;
+                    }
+                    const float4 ds = p * (dpt[n] - (float4)(d0, d1, d0, d1));
+                    P_TO_A(pa, n, p);
+                    P_TO_A(dsa, n, ds);
+                }
+                // dV += P^T dO and dK += dS^T Q: dO and Q as keys are in the
+                // forward's P V.
+                UNROLL
+                for (int kk = 0; kk < Q_STEPS; ++kk) {
+                    uint pp[A_WORDS], dsp[A_WORDS];
+                    PREPARE_A(pp, pa[kk]);
+                    PREPARE_A(dsp, dsa[kk]);
+                    UNROLL
+                    for (int j = 0; j < DIM_TILES; j += 2) {
+                        uint ob[4], qb[4], left[B_WORDS], right[B_WORDS];
+                        V_FRAGMENTS(ob, do_tile, kk * MMA_K, j);
+                        PREPARE_B(left, ob[0], ob[1]);
+                        PREPARE_B(right, ob[2], ob[3]);
+                        MMA_PV(dv_acc[j], pp, left);
+                        MMA_PV(dv_acc[j + 1], pp, right);
+                        V_FRAGMENTS(qb, q_tile, kk * MMA_K, j);
+                        PREPARE_B(left, qb[0], qb[1]);
+                        PREPARE_B(right, qb[2], qb[3]);
+                        MMA_PV(dk_acc[j], dsp, left);
+                        MMA_PV(dk_acc[j + 1], dsp, right);
+                    }
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE); // every warp is done with the block
+        }
+    }
+
+    const ulong dk_base = dk_offset + (ulong)b * dk_stride_b + (ulong)hk * dk_stride_h;
+    const ulong dv_base = dv_offset + (ulong)b * dv_stride_b + (ulong)hk * dv_stride_h;
+    STORE_ROWS(dk, dk_base, dk_stride_s, dk_acc, key_top, seqlen_k, scale);
+    STORE_ROWS(dv, dv_base, dv_stride_s, dv_acc, key_top, seqlen_k, 1.0f);
+}
+
+// ---- dQ ----------------------------------------------------------------------
+#define KEY_TILES (BLOCK_K / 8)     // 8-key accumulator tiles of S and dS
+#define KEY_STEPS (BLOCK_K / MMA_K) // k-steps of dS K
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_mma_dq(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global const storage_t *dout, ulong do_offset, ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
+    __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    __global const float *delta, __global storage_t *dq, ulong dq_offset, ulong dq_stride_b, ulong dq_stride_h,
+    ulong dq_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    __local uint4 k_tile4[BLOCK_K * ROW_WORDS / 4];
+    __local uint4 v_tile4[BLOCK_K * ROW_WORDS / 4];
+    __local const uint *k_tile = (__local const uint *)k_tile4;
+    __local const uint *v_tile = (__local const uint *)v_tile4;
+
+    const int lid = (int)get_local_id(0);
+    const int warp = lid / 32, lane = lid % 32;
+    const int g = lane >> 2, t = lane & 3;
+#if !FLASHCL_MMA_PTX
+    __local uint scratch[WARPS * SCRATCH_WORDS];
+    __local uint *warp_scratch = scratch + warp * SCRATCH_WORDS;
+#endif
+    // Causal groups near the end of the sequence have the most keys: they
+    // start first so the short ones fill the tail.
+    const int q0 = ((int)get_num_groups(0) - 1 - (int)get_group_id(0)) * OWN_ROWS;
+    const int bh = (int)get_group_id(1);
+    const int b = bh / heads_q;
+    const int h = bh - b * heads_q;
+    const int hk = h / group_size;
+    const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
+    const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)h * do_stride_h;
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;
+    const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)h) * (ulong)seqlen_q;
+    const int warp_row0 = q0 + warp * 16;
+    const int row_top = warp_row0 + g, row_bottom = row_top + 8;
+
+    uint qa[DIM_STEPS][4], doa[DIM_STEPS][4];
+    LOAD_A_ROWS(qa, q, q_base, q_stride_s, row_top, seqlen_q);
+    LOAD_A_ROWS(doa, dout, do_base, do_stride_s, row_top, seqlen_q);
+    const float lse_top = lse_log2(lse, lse_base + (ulong)row_top * lse_stride_s, row_top < seqlen_q);
+    const float lse_bottom = lse_log2(lse, lse_base + (ulong)row_bottom * lse_stride_s, row_bottom < seqlen_q);
+    const float delta_top = row_top < seqlen_q ? delta[delta_base + (ulong)row_top] : 0.0f;
+    const float delta_bottom = row_bottom < seqlen_q ? delta[delta_base + (ulong)row_bottom] : 0.0f;
+    float4 dq_acc[DIM_TILES];
+    UNROLL_ALWAYS
+    for (int j = 0; j < DIM_TILES; ++j) dq_acc[j] = (float4)(0.0f);
+    const float scale2 = scale * M_LOG2E_F;
+
+    const int diagonal = seqlen_k - seqlen_q;
+    int key_end = seqlen_k;
+    if (causal) key_end = clamp(q0 + OWN_ROWS + diagonal, 0, seqlen_k);
+
+    for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
+        FETCH_ROWS(k_tile4, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
+        FETCH_ROWS(v_tile4, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
+        COPY_COMMIT();
+        COPY_WAIT(0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#if FLASHCL_MMA_PTX
+        const bool warp_active = !causal || k0 <= warp_row0 + 15 + diagonal;
+#else
+        const bool warp_active = true;
+#endif
+        if (warp_active) {
+            // S = Q K^T and dP = dO V^T over the head dimension.
+            float4 s[KEY_TILES], dp[KEY_TILES];
+            UNROLL_ALWAYS
+            for (int n = 0; n < KEY_TILES; ++n) s[n] = dp[n] = (float4)(0.0f);
+            UNROLL
+            for (int d = 0; d < DIM_STEPS; ++d) {
+                uint qp[A_WORDS], dop[A_WORDS];
+                PREPARE_A(qp, qa[d]);
+                PREPARE_A(dop, doa[d]);
+                UNROLL
+                for (int n = 0; n < KEY_TILES; ++n) {
+                    __local const uint *key_row = k_tile + (n * 8 + g) * ROW_WORDS + t;
+                    __local const uint *value_row = v_tile + (n * 8 + g) * ROW_WORDS + t;
+                    uint kb[B_WORDS], vb[B_WORDS];
+                    PREPARE_B(kb, key_row[d * 8], key_row[d * 8 + 4]);
+                    PREPARE_B(vb, value_row[d * 8], value_row[d * 8 + 4]);
+                    MMA_S(s[n], qp, kb);
+                    MMA_S(dp[n], dop, vb);
+                }
+            }
+            // dS = P * (dP - D), masked keys and rows past the end as zeros
+            // (P of a row past the end is already exactly 0).
+            const bool masked = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > warp_row0 + diagonal);
+            uint dsa[KEY_STEPS][4];
+            UNROLL_ALWAYS
+            for (int n = 0; n < KEY_TILES; ++n) {
+                float4 p = (float4)(EXP2(fma(s[n].x, scale2, -lse_top)), EXP2(fma(s[n].y, scale2, -lse_top)),
+                                    EXP2(fma(s[n].z, scale2, -lse_bottom)), EXP2(fma(s[n].w, scale2, -lse_bottom)));
+                if (masked) {
+                    const int col = k0 + n * 8 + 2 * t;
+                    const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;
+                    if (left_out || (causal && col > row_top + diagonal)) p.x = 0.0f;
+                    if (right_out || (causal && col + 1 > row_top + diagonal)) p.y = 0.0f;
+                    if (left_out || (causal && col > row_bottom + diagonal)) p.z = 0.0f;
+                    if (right_out || (causal && col + 1 > row_bottom + diagonal)) p.w = 0.0f;
+                }
+                const float4 ds = p * (dp[n] - (float4)(delta_top, delta_top, delta_bottom, delta_bottom));
+                P_TO_A(dsa, n, ds);
+            }
+            // dQ += dS K: K as V is in the forward's P V.
+            UNROLL
+            for (int kk = 0; kk < KEY_STEPS; ++kk) {
+                uint dsp[A_WORDS];
+                PREPARE_A(dsp, dsa[kk]);
+                UNROLL
+                for (int j = 0; j < DIM_TILES; j += 2) {
+                    uint kb[4], left[B_WORDS], right[B_WORDS];
+                    V_FRAGMENTS(kb, k_tile, kk * MMA_K, j);
+                    PREPARE_B(left, kb[0], kb[1]);
+                    PREPARE_B(right, kb[2], kb[3]);
+                    MMA_PV(dq_acc[j], dsp, left);
+                    MMA_PV(dq_acc[j + 1], dsp, right);
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); // every warp is done with the blocks
+    }
+
+    const ulong dq_base = dq_offset + (ulong)b * dq_stride_b + (ulong)h * dq_stride_h;
+    STORE_ROWS(dq, dq_base, dq_stride_s, dq_acc, row_top, seqlen_q, scale);
+}
