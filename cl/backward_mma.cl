@@ -68,18 +68,6 @@ __kernel void flashcl_backward_mma_delta(__global const storage_t *o, ulong o_of
     delta[index] = sum;
 }
 
-// Rows [row0, row0 + ROWS) of one head into a local tile of ROW_WORDS-word
-// rows, as 16-byte chunks (asynchronously on NVIDIA); rows past `rows` are
-// zeros.
-#define FETCH_ROWS(tile4, src, base, stride_s, row0, rows, ROWS)                                              \
-    for (int e = lid; e < (ROWS) * CHUNKS_PER_ROW; e += WG_SIZE) {                                            \
-        const int r = e / CHUNKS_PER_ROW, c = e - r * CHUNKS_PER_ROW;                                         \
-        const bool valid = (row0) + r < (rows);                                                              \
-        __global const uint4 *from =                                                                         \
-            (__global const uint4 *)((src) + (base) + (valid ? (ulong)((row0) + r) * (stride_s) + c * CHUNK_VALUES : 0)); \
-        COPY16_ASYNC(&(tile4)[(r * ROW_WORDS) / 4 + c], from, valid);                                        \
-    }
-
 // A operands of one warp's 16 rows from global memory (rows past `rows` as
 // zeros): rows g and g + 8, words t and t + 4 of every step.
 #define LOAD_A_ROWS(a, src, base, stride_s, row_top, rows)                                                    \
@@ -183,8 +171,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)hq * lse_stride_h;
         const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)hq) * (ulong)seqlen_q;
         for (int q0 = q_start; q0 < seqlen_q; q0 += BLOCK_Q) {
-            FETCH_ROWS(q_tile4, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
-            FETCH_ROWS(do_tile4, dout, do_base, do_stride_s, q0, seqlen_q, BLOCK_Q);
+            FETCH_TILE(q_tile4, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
+            FETCH_TILE(do_tile4, dout, do_base, do_stride_s, q0, seqlen_q, BLOCK_Q);
             COPY_COMMIT();
             for (int r = lid; r < BLOCK_Q; r += WG_SIZE) {
                 const bool valid = q0 + r < seqlen_q;
@@ -212,11 +200,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                     PREPARE_A(vp, va[d]);
                     UNROLL
                     for (int n = 0; n < Q_TILES; ++n) {
-                        __local const uint *q_row = q_tile + (n * 8 + g) * ROW_WORDS + t;
-                        __local const uint *do_row = do_tile + (n * 8 + g) * ROW_WORDS + t;
+                        const int row_word = (n * 8 + g) * ROW_WORDS + t;
                         uint qb[B_WORDS], dob[B_WORDS];
-                        PREPARE_B(qb, q_row[d * 8], q_row[d * 8 + 4]);
-                        PREPARE_B(dob, do_row[d * 8], do_row[d * 8 + 4]);
+                        TILE_B(qb, q_tile + row_word + d * 8, 4);
+                        TILE_B(dob, do_tile + row_word + d * 8, 4);
                         MMA_S(st[n], kp, qb);
                         MMA_S(dpt[n], vp, dob);
                     }
@@ -253,15 +240,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                     PREPARE_A(dsp, dsa[kk]);
                     UNROLL
                     for (int j = 0; j < DIM_TILES; j += 2) {
-                        uint ob[4], qb[4], left[B_WORDS], right[B_WORDS];
-                        V_FRAGMENTS(ob, do_tile, kk * MMA_K, j);
-                        PREPARE_B(left, ob[0], ob[1]);
-                        PREPARE_B(right, ob[2], ob[3]);
+                        uint left[B_WORDS], right[B_WORDS];
+                        TILE_B_TRANSPOSED(left, right, do_tile, kk * MMA_K, j);
                         MMA_PV(dv_acc[j], pp, left);
                         MMA_PV(dv_acc[j + 1], pp, right);
-                        V_FRAGMENTS(qb, q_tile, kk * MMA_K, j);
-                        PREPARE_B(left, qb[0], qb[1]);
-                        PREPARE_B(right, qb[2], qb[3]);
+                        TILE_B_TRANSPOSED(left, right, q_tile, kk * MMA_K, j);
                         MMA_PV(dk_acc[j], dsp, left);
                         MMA_PV(dk_acc[j + 1], dsp, right);
                     }
@@ -334,8 +317,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     if (causal) key_end = clamp(q0 + OWN_ROWS + diagonal, 0, seqlen_k);
 
     for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
-        FETCH_ROWS(k_tile4, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
-        FETCH_ROWS(v_tile4, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
+        FETCH_TILE(k_tile4, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
+        FETCH_TILE(v_tile4, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
         COPY_COMMIT();
         COPY_WAIT(0);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -356,11 +339,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 PREPARE_A(dop, doa[d]);
                 UNROLL
                 for (int n = 0; n < KEY_TILES; ++n) {
-                    __local const uint *key_row = k_tile + (n * 8 + g) * ROW_WORDS + t;
-                    __local const uint *value_row = v_tile + (n * 8 + g) * ROW_WORDS + t;
+                    const int row_word = (n * 8 + g) * ROW_WORDS + t;
                     uint kb[B_WORDS], vb[B_WORDS];
-                    PREPARE_B(kb, key_row[d * 8], key_row[d * 8 + 4]);
-                    PREPARE_B(vb, value_row[d * 8], value_row[d * 8 + 4]);
+                    TILE_B(kb, k_tile + row_word + d * 8, 4);
+                    TILE_B(vb, v_tile + row_word + d * 8, 4);
                     MMA_S(s[n], qp, kb);
                     MMA_S(dp[n], dop, vb);
                 }
@@ -391,10 +373,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 PREPARE_A(dsp, dsa[kk]);
                 UNROLL
                 for (int j = 0; j < DIM_TILES; j += 2) {
-                    uint kb[4], left[B_WORDS], right[B_WORDS];
-                    V_FRAGMENTS(kb, k_tile, kk * MMA_K, j);
-                    PREPARE_B(left, kb[0], kb[1]);
-                    PREPARE_B(right, kb[2], kb[3]);
+                    uint left[B_WORDS], right[B_WORDS];
+                    TILE_B_TRANSPOSED(left, right, k_tile, kk * MMA_K, j);
                     MMA_PV(dq_acc[j], dsp, left);
                     MMA_PV(dq_acc[j + 1], dsp, right);
                 }

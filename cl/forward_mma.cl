@@ -124,16 +124,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     int key_end = seqlen_k;
     if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k);
 
-    // One block of K or V rows as 16-byte chunks, consecutive work-items
-    // along a row; rows past seqlen_k are zeros.
-#define FETCH_BLOCK(tile4, src, base, stride_s, key0)                                             \
-    for (int e = lid; e < BLOCK_K * CHUNKS_PER_ROW; e += WG_SIZE) {                               \
-        const int r = e / CHUNKS_PER_ROW, c = e - r * CHUNKS_PER_ROW;                             \
-        const bool valid = (key0) + r < seqlen_k;                                                 \
-        __global const uint4 *from =                                                              \
-            (__global const uint4 *)((src) + (base) + (valid ? (ulong)((key0) + r) * (stride_s) + c * CHUNK_VALUES : 0)); \
-        COPY16_ASYNC(&(tile4)[(r * ROW_WORDS) / 4 + c], from, valid);                           \
-    }
+    // One block of K or V rows (cl/mma.cl's FETCH_TILE); rows past seqlen_k
+    // are zeros.
+#define FETCH_BLOCK(tile4, src, base, stride_s, key0) FETCH_TILE(tile4, src, base, stride_s, key0, seqlen_k, BLOCK_K)
     // The copies run in order K(0), V(0), then K(j+1) while P V(j) is
     // computed and V(j+1) while S(j+1) is: at every wait, the block needed
     // is the older of the two groups in flight.
@@ -174,7 +167,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             for (int n = 0; n < KEY_TILES; ++n) {
                 __local const uint *key_row = k_tile + (n * 8 + g) * ROW_WORDS + t;
                 uint kb[B_WORDS];
-                PREPARE_B(kb, key_row[d * 8], key_row[d * 8 + 4]);
+                TILE_B(kb, key_row + d * 8, 4);
                 UNROLL
                 for (int m = 0; m < M_TILES; ++m) MMA_S(s[m][n], qp[m], kb);
             }
@@ -266,10 +259,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                 for (int m = 0; m < M_TILES; ++m) PREPARE_A(pp[m], pa[m][kk]);
                 UNROLL
                 for (int j = 0; j < DIM_TILES; j += 2) {
-                    uint vb[4], left[B_WORDS], right[B_WORDS];
-                    V_FRAGMENTS(vb, v_tile, kk * MMA_K, j);
-                    PREPARE_B(left, vb[0], vb[1]);
-                    PREPARE_B(right, vb[2], vb[3]);
+                    uint left[B_WORDS], right[B_WORDS];
+                    TILE_B_TRANSPOSED(left, right, v_tile, kk * MMA_K, j);
                     UNROLL
                     for (int m = 0; m < M_TILES; ++m) {
                         MMA_PV(acc[m][j], pp[m], left);

@@ -363,3 +363,31 @@ inline void tf32_split(uint x, uint *big, uint *small) {
 // One 32-bit fragment word of a tensor: one float, or two adjacent 16-bit
 // values (index even).
 #define LOAD_WORD(ptr, index) (*(__global const uint *)((ptr) + (index)))
+
+// ---- local tiles of rows x HEAD_DIM, read as B operands --------------------
+// FETCH_TILE copies rows [row0, row0 + ROWS) of one head into a tile of
+// ROW_WORDS-word rows as 16-byte chunks, consecutive work-items along a row
+// (asynchronously on NVIDIA: wait with COPY_WAIT, then a barrier); rows past
+// `rows` are zeros. Needs `lid` and WG_SIZE.
+#define FETCH_TILE(tile4, src, base, stride_s, row0, rows, ROWS)                                           \
+    for (int e = lid; e < (ROWS) * CHUNKS_PER_ROW; e += WG_SIZE) {                                        \
+        const int r = e / CHUNKS_PER_ROW, c = e - r * CHUNKS_PER_ROW;                                     \
+        const bool valid = (row0) + r < (rows);                                                          \
+        __global const uint4 *from =                                                                     \
+            (__global const uint4 *)((src) + (base) + (valid ? (ulong)((row0) + r) * (stride_s) + c * CHUNK_VALUES : 0)); \
+        COPY16_ASYNC(&(tile4)[(r * ROW_WORDS) / 4 + c], from, valid);                                    \
+    }
+// The B operand of words p[0] and p[gap] of a tile (k = t and t + 4 of a
+// fragment: gap 4 along a row), prepared. Pointers with constant offsets,
+// not int indices: with an index ptxas did not fold the offsets into the
+// loads, which cost the f16 forward 17% on the H100 (docs/perf.md).
+#define TILE_B(dst, p, gap) PREPARE_B(dst, (p)[0], (p)[gap])
+// The B operands of the transposed product (tile rows along k, from row0)
+// for dim tiles j and j + 1 (V_FRAGMENTS), prepared.
+#define TILE_B_TRANSPOSED(left, right, tile, row0, j)                                                     \
+    do {                                                                                                  \
+        uint b_[4];                                                                                       \
+        V_FRAGMENTS(b_, tile, row0, j);                                                                   \
+        PREPARE_B(left, b_[0], b_[1]);                                                                    \
+        PREPARE_B(right, b_[2], b_[3]);                                                                   \
+    } while (0)

@@ -415,19 +415,22 @@ FLASHCL_API flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashc
  * FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY before enqueueing anything. */
 FLASHCL_API flashcl_status flashcl_context_set_memory_budget(flashcl_context *ctx, size_t bytes);
 
-/* Matrix units (tensor cores) for the forward pass of f16 and bf16 data. The
- * tensor-core kernel (cl/forward_mma.cl) multiplies Q K^T and P V with
- * 16x8x16 matrix instructions that read half (or bfloat16) operands and add
- * in float: Q, K and V are used exactly as stored; P is rounded to the
- * storage type before the product with V (as FlashAttention-2 does), so the
- * results differ slightly from the portable kernel's (which keeps P in float)
- * while staying inside the tolerance rule of TESTING.md. It serves dense
- * calls (causal or not, GQA, any strides) with head_dim a multiple of 16 up
- * to 128 and offsets and strides that are multiples of 8 elements, and no
- * forced forward plan; any other call runs the portable kernel.
- * flashcl_call_stats.tensor_cores says which one ran. fp32 data uses it only
- * when asked for (flashcl_context_set_f32_precision, 3xTF32); the backward
- * pass always uses the portable kernels. */
+/* Matrix units (tensor cores) for f16 and bf16 data, forward and backward.
+ * The tensor-core kernels (cl/forward_mma.cl, cl/backward_mma.cl) run every
+ * product (Q K^T and P V; in the backward K Q^T, V dO^T, P^T dO, dS^T Q,
+ * Q K^T, dO V^T, dS K) as 16x8x16 matrix instructions that read half (or
+ * bfloat16) operands and add in float: Q, K, V and dO are used exactly as
+ * stored; P and dS are rounded to the storage type before the products
+ * they feed (as FlashAttention-2 does), so the results differ slightly from
+ * the portable kernels' (which keep them in float) while staying inside
+ * the tolerance rules of TESTING.md. They serve dense calls (causal or not,
+ * GQA, any strides) with head_dim a multiple of 16 up to 128, offsets and
+ * strides that are multiples of 8 elements, and no forced plan for the
+ * pass; any other call runs the portable kernels. The backward keeps its
+ * guarantee of the same bits for the same inputs (no atomics), but they
+ * are not the portable kernels' bits. flashcl_call_stats.tensor_cores says
+ * which kernel ran. fp32 data uses them only when asked for
+ * (flashcl_context_set_f32_precision, 3xTF32). */
 typedef enum flashcl_tensor_cores {
     /* Default: the tensor-core kernel where the device has matrix
      * instructions flashcl can program (NVIDIA compute capability >= 8.0,
@@ -437,36 +440,40 @@ typedef enum flashcl_tensor_cores {
     FLASHCL_TENSOR_CORES_OFF = 1,
     /* The tensor-core kernel on any device, each matrix instruction emulated
      * with local memory and barriers (same operand layouts and rounding).
-     * Slow: it exists so the kernel's logic is tested on CPU OpenCL. On Mesa
+     * Slow: it exists so the kernels' logic is tested on CPU OpenCL. On Mesa
      * llvmpipe (rusticl), which silently ends a kernel's loops after 65535
-     * iterations per work-item in all, calls over 32 key blocks run the
-     * portable kernel instead. */
+     * iterations per work-item in all, forward calls over 32 key blocks and
+     * backward calls over 40 streamed blocks per work-group run the
+     * portable kernels instead. */
     FLASHCL_TENSOR_CORES_EMULATE = 2
 } flashcl_tensor_cores;
 
-/* Selects when the forward pass uses matrix units on ctx (default AUTO). */
+/* Selects when the forward and backward passes use matrix units on ctx (default AUTO). */
 FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx, flashcl_tensor_cores mode);
 
 /* 1 if ctx's device has matrix instructions that FLASHCL_TENSOR_CORES_AUTO uses. */
 FLASHCL_API int flashcl_context_has_tensor_cores(const flashcl_context *ctx);
 
-/* What fp32 forward calls may trade for the tensor cores. Matrix units read
- * TF32 (11 significant bits), not float; "3xTF32" splits each float x into
- * big = TF32(x) and small = TF32(x - big) and sums three products per
- * multiply (small*big + big*small + big*big), as PyTorch's efficient backend
- * does for fp32. Each operand then carries about 23 of float's 24
- * significant bits, and each group of three products is added to the float
- * accumulators with an ordinary float add (the matrix unit's own
+/* What fp32 calls (forward and backward) may trade for the tensor cores.
+ * Matrix units read TF32 (11 significant bits), not float; "3xTF32" splits
+ * each float x into big = TF32(x) and small = TF32(x - big) and sums three
+ * products per multiply (small*big + big*small + big*big), as PyTorch's
+ * efficient backend does for fp32. Each operand then carries about 23 of
+ * float's 24 significant bits, and each group of three products is added to
+ * the float accumulators with an ordinary float add (the matrix unit's own
  * accumulation truncates). On flashcl's tests this meets the same tolerance
- * rule as the portable kernel (TESTING.md, k = 2; worst case 0.65 of the
- * bound on an H100), but it is not float arithmetic throughout, and it
- * gains 1.1x (d64) to 1.25x (d128) on an H100: opt-in. */
+ * rules as the portable kernels (TESTING.md: k = 2 for O, worst case 0.65 of
+ * the bound on an H100; k = 3-5 for the gradients), but it is not float
+ * arithmetic throughout (causal gradients differ from float attention's by
+ * up to ~3e-5 at N = 16384, the portable kernels' by ~1e-6), and on an H100
+ * it gains 1.2-1.3x forward and 1.4x (d64) to 1x (d128) forward+backward:
+ * opt-in. */
 typedef enum flashcl_f32_precision {
-    /* Default: float arithmetic throughout (the portable kernel). */
+    /* Default: float arithmetic throughout (the portable kernels). */
     FLASHCL_F32_FULL = 0,
-    /* fp32 forward calls the tensor-core kernel takes (same conditions as
-     * for f16, rows 16-byte aligned: offsets and strides multiples of 4)
-     * run in 3xTF32 whenever the tensor-core mode allows. */
+    /* fp32 forward and backward calls the tensor-core kernels take (same
+     * conditions as for f16, rows 16-byte aligned: offsets and strides
+     * multiples of 4) run in 3xTF32 whenever the tensor-core mode allows. */
     FLASHCL_F32_3XTF32 = 1
 } flashcl_f32_precision;
 

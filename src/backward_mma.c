@@ -44,13 +44,16 @@ static int choose_tiles(const flashcl_context *ctx, int head_dim, flashcl_dtype 
     if (warps == 0) return 0;
     /* Streamed rows per step: each warp holds its K and V (or Q and dO)
      * fragments, two head_dim-wide accumulators (dK and dV, or dQ) and two
-     * score tiles of step / 2 floats per work-item; step x head_dim <= 4096
-     * (2048 for float, whose fragments are twice the registers) keeps them
-     * in the H100's 255 registers. */
-    const int max_area = dtype == FLASHCL_DTYPE_F32 ? 2048 : 4096;
+     * score tiles of step / 2 floats per work-item. On the H100 (4 warps,
+     * fwd+bwd at N=4096, docs/perf.md) 32 timed best for 16-bit storage at
+     * d64 and d128 (64 and 16 were up to 4% and 10% slower; 2 and 8 warps
+     * also slower); float, whose fragments take twice the registers, timed
+     * best at step x head_dim = 2048 (d64: 32, d128: 16). Smaller local
+     * memories get shorter steps. */
+    const int max_step = dtype == FLASHCL_DTYPE_F32 ? 2048 / head_dim : 32;
     static const int steps[] = {64, 32, 16};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; ++i) {
-        if (steps[i] * head_dim > max_area && steps[i] > 16) continue;
+        if (steps[i] > max_step && steps[i] > 16) continue;
         const size_t local = mma_backward_local_bytes(head_dim, dtype, warps, steps[i], emulated);
         if (local <= ctx->limits.local_mem_bytes) {
             *plan = (flashcl_plan){steps[i], 16 * warps, warps, 32, (size_t)warps * 32, local};

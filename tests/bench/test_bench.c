@@ -548,7 +548,7 @@ START_TEST(tensor_cores_recorded) {
     for (int i = 0; i < count; ++i) ck_assert_int_eq((int)number(&records[i], "tensor_cores"), 2);
     free(records);
     char *out = captured("tc_emulate", "out");
-    ck_assert_msg(strstr(out, "   100     1  flash-tce ") && strstr(out, "flash-tce = that kernel"), "table:\n%s", out);
+    ck_assert_msg(strstr(out, "   100     1  flash-tce ") && strstr(out, "flash-tce = those kernels"), "table:\n%s", out);
     free(out);
 
     count = run_tensor_cores("off", &records);

@@ -165,7 +165,10 @@ flashcl_status bench_time(const bench_timing_request *r, bench_record *record) {
     }
     record->extra_device_bytes = (double)extra;
     record->predicted_hbm_bytes = traffic;
-    record->tensor_cores = fwd_stats.tensor_cores;
+    /* Forward+backward rows name the backward's kernels; the forward picks
+     * its kernel by the same rule. */
+    record->tensor_cores =
+        r->direction == BENCH_DIR_FORWARD_BACKWARD ? bwd_stats.tensor_cores : fwd_stats.tensor_cores;
     return FLASHCL_SUCCESS;
 }
 

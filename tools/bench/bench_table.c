@@ -110,8 +110,8 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
                  "pred. bytes = global-memory traffic of the IO model, GB/s = pred. bytes / time;\n"
                  "max|diff| = max abs difference between flash and standard outputs on the same inputs.\n");
     if (any_tensor_cores(records))
-        fprintf(out, "flash-tc = the forward ran the tensor-core kernel on matrix units, flash-tce = that kernel\n"
-                     "with its matrix instructions emulated (slow; for tests); the backward is the portable kernel.\n");
+        fprintf(out, "flash-tc = the pass ran the tensor-core kernels on matrix units (forward+backward rows: both\n"
+                     "passes), flash-tce = those kernels with their matrix instructions emulated (slow; for tests).\n");
     if (o->varlen)
         fprintf(out, "varlen: speedup = padded ms / varlen ms; GFLOP needed = the FLOP formula summed over the\n"
                      "real lengths, TFLOP/s = GFLOP needed / varlen ms; the packed calls get host copies of the\n"
