@@ -443,7 +443,8 @@ typedef enum flashcl_tensor_cores {
      * Slow: it exists so the kernels' logic is tested on CPU OpenCL. On Mesa
      * llvmpipe (rusticl), which silently ends a kernel's loops after 65535
      * iterations per work-item in all, forward calls over 32 key blocks and
-     * backward calls over 40 streamed blocks per work-group run the
+     * backward calls whose work-groups would run over 2048 emulated
+     * products (fp32 d128: 256 queries per K/V head or 336 keys) run the
      * portable kernels instead. */
     FLASHCL_TENSOR_CORES_EMULATE = 2
 } flashcl_tensor_cores;

@@ -6,13 +6,14 @@
 
 /* Warps per work-group (each owns 16 keys in dK/dV, 16 queries in dQ). */
 #define TARGET_WARPS 4
-#define MAX_MMA_HEAD_DIM 128
 /* Mesa's llvmpipe ends a kernel's loops silently after 65535 iterations in
- * all per work-item (forward_mma.c). Each streamed block costs the emulated
- * kernels 128 emulated products (4 loop iterations each, 6 for 3xTF32) with
- * the tiles below: 550-850 iterations. Calls whose work-groups walk more
- * blocks than this run the portable kernels there. */
-#define LLVMPIPE_EMULATED_MAX_STEPS 40
+ * all per work-item (forward_mma.c). The forward's emulation was measured
+ * to truncate after about 62 blocks of 64 emulated 3xTF32 products (~4000
+ * products, its own loops included), and it stops at 32 blocks (2048). The
+ * backward kernels get the same budget of emulated products per work-item:
+ * calls whose dK/dV or dQ work-groups would exceed it run the portable
+ * kernels there. */
+#define LLVMPIPE_EMULATED_MAX_PRODUCTS 2048
 
 static int values_per_word(flashcl_dtype dtype) { return dtype == FLASHCL_DTYPE_F32 ? 1 : 2; }
 
@@ -65,26 +66,26 @@ static int choose_tiles(const flashcl_context *ctx, int head_dim, flashcl_dtype 
 
 int flashcl_backward_mma_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
                               const flashcl_tensor *const tensors[7], flashcl_plan *plan) {
-    int mode;
-    if (ctx->tensor_cores == FLASHCL_TENSOR_CORES_EMULATE)
-        mode = 2;
-    else if (ctx->tensor_cores == FLASHCL_TENSOR_CORES_AUTO && ctx->has_ptx_mma)
-        mode = 1;
-    else
-        return 0;
-    /* A forced backward plan names portable tiles: the caller asked for that kernel. */
-    if (ctx->impl != FLASHCL_IMPL_FLASH || ctx->forced_plan_set[FLASHCL_PASS_BACKWARD] || any_feature) return 0;
+    const int mode = flashcl_mma_call_mode(ctx, desc, any_feature, FLASHCL_PASS_BACKWARD);
+    if (!mode) return 0;
     const flashcl_dtype dtype = desc->dtype;
-    if (dtype == FLASHCL_DTYPE_F32 && ctx->f32_precision != FLASHCL_F32_3XTF32) return 0;
-    if (desc->head_dim % 16 != 0 || desc->head_dim > MAX_MMA_HEAD_DIM) return 0;
     for (int i = 0; i < 7; ++i)
         if (!flashcl_mma_aligned(tensors[i], dtype)) return 0;
     if (!choose_tiles(ctx, desc->head_dim, dtype, mode == 2, plan)) return 0;
     if (mode == 2 && ctx->loop_limited) {
+        /* Emulated products per streamed block: dK/dV's S^T, dP^T (head_dim /
+         * mma_k steps over step / 8 tiles each) and dV, dK (step / mma_k
+         * steps over head_dim / 8 tiles each); dQ has one product of the
+         * second kind. */
+        const size_t mma_k = dtype == FLASHCL_DTYPE_F32 ? 8 : 16, step = (size_t)plan->block_q;
+        const size_t d = (size_t)desc->head_dim;
+        const size_t scores = 2 * (d / mma_k) * (step / 8), sums = (step / mma_k) * (d / 8);
         const size_t group = (size_t)(desc->heads_q / desc->heads_kv);
-        const size_t q_steps = group * (((size_t)desc->seqlen_q + (size_t)plan->block_q - 1) / (size_t)plan->block_q);
-        const size_t k_steps = ((size_t)desc->seqlen_k + (size_t)plan->block_q - 1) / (size_t)plan->block_q;
-        if (q_steps > LLVMPIPE_EMULATED_MAX_STEPS || k_steps > LLVMPIPE_EMULATED_MAX_STEPS) return 0;
+        const size_t q_steps = group * (((size_t)desc->seqlen_q + step - 1) / step);
+        const size_t k_steps = ((size_t)desc->seqlen_k + step - 1) / step;
+        if (q_steps * (scores + 2 * sums) > LLVMPIPE_EMULATED_MAX_PRODUCTS ||
+            k_steps * (scores + sums) > LLVMPIPE_EMULATED_MAX_PRODUCTS)
+            return 0;
     }
     return mode;
 }

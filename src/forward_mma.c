@@ -80,9 +80,8 @@ static int choose_mma_tiles(const flashcl_context *ctx, int head_dim, flashcl_dt
     return 0;
 }
 
-int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
-                             const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
-                             const flashcl_tensor *o, flashcl_plan *plan) {
+int flashcl_mma_call_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
+                          flashcl_pass pass) {
     int mode;
     if (ctx->tensor_cores == FLASHCL_TENSOR_CORES_EMULATE)
         mode = 2;
@@ -90,12 +89,20 @@ int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention
         mode = 1;
     else
         return 0;
-    /* A forced forward plan names portable tiles: the caller asked for that kernel. */
-    if (ctx->impl != FLASHCL_IMPL_FLASH || ctx->forced_plan_set[FLASHCL_PASS_FORWARD] || any_feature) return 0;
-    const flashcl_dtype dtype = desc->dtype;
+    /* A forced plan for the pass names portable tiles: the caller asked for that kernel. */
+    if (ctx->impl != FLASHCL_IMPL_FLASH || ctx->forced_plan_set[pass] || any_feature) return 0;
     /* fp32 runs in 3xTF32, slightly short of float's precision: only on request. */
-    if (dtype == FLASHCL_DTYPE_F32 && ctx->f32_precision != FLASHCL_F32_3XTF32) return 0;
+    if (desc->dtype == FLASHCL_DTYPE_F32 && ctx->f32_precision != FLASHCL_F32_3XTF32) return 0;
     if (desc->head_dim % 16 != 0 || desc->head_dim > MAX_MMA_HEAD_DIM) return 0;
+    return mode;
+}
+
+int flashcl_forward_mma_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
+                             const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
+                             const flashcl_tensor *o, flashcl_plan *plan) {
+    const int mode = flashcl_mma_call_mode(ctx, desc, any_feature, FLASHCL_PASS_FORWARD);
+    if (!mode) return 0;
+    const flashcl_dtype dtype = desc->dtype;
     if (!flashcl_mma_aligned(q, dtype) || !flashcl_mma_aligned(k, dtype) || !flashcl_mma_aligned(v, dtype) ||
         !flashcl_mma_aligned(o, dtype))
         return 0;

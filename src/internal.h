@@ -91,6 +91,12 @@ flashcl_status flashcl_backward_enqueue(flashcl_context *ctx, const flashcl_back
                                         const size_t dkdv_global[2], const size_t dq_global[2], size_t work_group,
                                         cl_uint num_events, const cl_event *wait_list, cl_event *event);
 
+/* forward_mma.c: the tensor-core mode a call of `pass` may use before its
+ * tensors and tiles are looked at: 0 none (ctx's mode, impl, a forced plan
+ * for the pass, a feature, fp32 without 3xTF32, head_dim), 1 matrix units,
+ * 2 emulated. */
+int flashcl_mma_call_mode(const flashcl_context *ctx, const flashcl_attention_desc *desc, int any_feature,
+                          flashcl_pass pass);
 /* forward_mma.c: 1 if t's row starts suit the tensor-core kernels' 16-byte
  * loads (8 half values, 4 floats). */
 int flashcl_mma_aligned(const flashcl_tensor *t, flashcl_dtype dtype);

@@ -400,6 +400,10 @@ void bwd_check_storage(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dt
     bwd_host h;
     bwd_host_alloc(c, 17, &h);
     const size_t nq = bwd_q_count(c), nkv = bwd_kv_count(c);
+    /* Outputs start as NaN (non-finite in either type): an element the
+     * kernels do not write fails the finiteness check below. */
+    for (size_t i = 0; i < nq; ++i) h.dq[i] = NAN;
+    for (size_t i = 0; i < nkv; ++i) h.dk[i] = h.dv[i] = NAN;
     cl_mem q = storage_buffer(ctx, h.q, nq, dtype), k = storage_buffer(ctx, h.k, nkv, dtype);
     cl_mem v = storage_buffer(ctx, h.v, nkv, dtype), dout = storage_buffer(ctx, h.dout, nq, dtype);
     cl_mem o = storage_buffer(ctx, h.dq, nq, dtype), dq = storage_buffer(ctx, h.dq, nq, dtype);
@@ -453,6 +457,13 @@ void bwd_check_storage(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dt
         ck_assert_msg(error <= ulps * ulp * magnitude, "%s dtype %d %s: error %.3g exceeds %g storage ulps of %.3g",
                       c->name, (int)dtype, grads[g].name, error, ulps, magnitude);
     }
+    /* Query rows that see no key (causal, seqlen_q > seqlen_k): dQ exactly 0. */
+    if (c->causal)
+        for (int row = 0; row < c->batch * c->heads_q * c->seqlen_q; ++row)
+            if (row % c->seqlen_q < c->seqlen_q - c->seqlen_k)
+                for (int t = 0; t < c->head_dim; ++t)
+                    ck_assert_msg(h.dq[(size_t)row * c->head_dim + t] == 0.0f, "%s: masked row %d has dq %g",
+                                  c->name, row % c->seqlen_q, (double)h.dq[(size_t)row * c->head_dim + t]);
     free(gold);
     cl_mem all[] = {q, k, v, dout, o, dq, dk, dv, lse};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);

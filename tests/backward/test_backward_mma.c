@@ -40,7 +40,7 @@ static const struct {
     flashcl_dtype dtype;
 } storage_cases[] = {
     {{"f16 45x70 d64 causal gqa", 1, 2, 1, 45, 70, 64, 1, BHSD, 0, 1.0f}, FLASHCL_DTYPE_F16},
-    {{"f16 130x97 d64", 1, 2, 2, 130, 97, 64, 0, BHSD, 0, 1.0f}, FLASHCL_DTYPE_F16},
+    {{"f16 130x97 d64 batch 2", 2, 2, 2, 130, 97, 64, 0, BHSD, 0, 1.0f}, FLASHCL_DTYPE_F16},
     {{"bf16 130x97 d128", 1, 2, 2, 130, 97, 128, 0, BHSD, 0, 1.0f}, FLASHCL_DTYPE_BF16},
     {{"bf16 66x33 d128 causal masked rows", 1, 1, 1, 66, 33, 128, 1, BHSD, 0, 1.0f}, FLASHCL_DTYPE_BF16},
 };
@@ -175,8 +175,12 @@ START_TEST(test_fallbacks) {
 END_TEST
 
 /* On llvmpipe, whose loops stop silently after 65535 iterations in all, an
- * emulated call walking many blocks runs the portable kernels: both sides of
- * the boundary are right, and the long one reports the portable kernels. */
+ * emulated call whose work-groups would run more than 2048 emulated products
+ * runs the portable kernels (src/backward_mma.c). fp32 d128 there streams 16
+ * rows per block: 128 products per dK/dV block (limit 16 query blocks, 256
+ * queries) and 96 per dQ block (limit 21 key blocks, 336 keys). Both sides
+ * of both limits give the right gradients, and the long calls report the
+ * portable kernels. */
 START_TEST(test_llvmpipe_long_sequences) {
     int expected;
     flashcl_context *ctx = mma_context(&expected);
@@ -184,11 +188,16 @@ START_TEST(test_llvmpipe_long_sequences) {
         flashcl_context_free(ctx);
         return; /* the guard concerns llvmpipe's emulation only; other devices run the other cases */
     }
-    const bwd_case shorter = {"llvmpipe 600 keys", 1, 1, 1, 64, 600, 128, 0, BHSD, 0, 1.0f};
-    bwd_run_and_check_on(ctx, &shorter);
+    const bwd_case keys_at_limit = {"llvmpipe 336 keys", 1, 1, 1, 48, 336, 128, 0, BHSD, 0, 1.0f};
+    bwd_run_and_check_on(ctx, &keys_at_limit);
     ck_assert_int_eq(last_tensor_cores(ctx), 2);
-    const bwd_case longer = {"llvmpipe 1100 keys", 1, 1, 1, 64, 1100, 128, 0, BHSD, 0, 1.0f};
-    expect_portable(ctx, &longer, "a long emulated call on llvmpipe");
+    const bwd_case queries_at_limit = {"llvmpipe 256 queries", 1, 1, 1, 256, 48, 128, 0, BHSD, 0, 1.0f};
+    bwd_run_and_check_on(ctx, &queries_at_limit);
+    ck_assert_int_eq(last_tensor_cores(ctx), 2);
+    const bwd_case more_keys = {"llvmpipe 337 keys", 1, 1, 1, 48, 337, 128, 0, BHSD, 0, 1.0f};
+    expect_portable(ctx, &more_keys, "a long emulated dQ call on llvmpipe");
+    const bwd_case more_queries = {"llvmpipe 2 x 129 queries gqa", 1, 2, 1, 129, 48, 128, 0, BHSD, 0, 1.0f};
+    expect_portable(ctx, &more_queries, "a long emulated dK/dV call on llvmpipe (GQA counts every query head)");
     flashcl_context_free(ctx);
 }
 END_TEST
