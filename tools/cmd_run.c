@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "npy.h"
 #include "run_check.h"
+#include "run_files.h"
 #include "run_inputs.h"
 #include "run_options.h"
 
@@ -24,6 +25,7 @@ enum { T_Q, T_K, T_V, T_O, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_MASK, T_KEEP, T_CO
 
 typedef struct run_state {
     run_options options;
+    run_files files; /* every path of the command line, resolved; the outputs' contents */
     run_inputs inputs;
     flashcl_context *ctx;
     run_tensor t[T_COUNT];
@@ -47,6 +49,7 @@ static void free_state(run_state *s) {
     if (s->cu_k) clReleaseMemObject(s->cu_k);
     flashcl_context_free(s->ctx);
     run_free_inputs(&s->inputs);
+    run_files_free(&s->files);
 }
 
 /* Inputs are copied in; outputs are filled with 0xff bytes (NaN in every
@@ -142,15 +145,6 @@ static int read_back(run_state *s, int first, int last) {
     return 0;
 }
 
-static int write_output(const char *path, npy_dtype dtype, int rank, const size_t *shape, const void *data) {
-    char error[512];
-    if (npy_write(path, dtype, rank, shape, data, error, sizeof error) != 0) {
-        fprintf(stderr, "flashcl run: %s: %s\n", path, error);
-        return -1;
-    }
-    return 0;
-}
-
 static flashcl_tensor view(const run_state *s, int which, int heads, int seqlen) {
     return flashcl_tensor_contiguous(s->t[which].buffer, s->options.layout, heads, seqlen, s->inputs.desc.head_dim);
 }
@@ -232,6 +226,8 @@ static int run_forward(run_state *s) {
         return -1;
     }
     if (read_back(s, T_O, T_LSE) != 0) return -1;
+    check_note_nonfinite("O", s->t[T_O].host, d->dtype, run_tensor_count(d, d->heads_q, d->seqlen_q));
+    check_note_nonfinite("LSE", s->t[T_LSE].host, FLASHCL_DTYPE_F32, (size_t)d->batch * d->heads_q * d->seqlen_q);
     if (s->options.dropout_mask_path) {
         status = flashcl_dropout_mask(s->ctx, d, s->t[T_KEEP].buffer, 0, 0, NULL, NULL);
         if (status != FLASHCL_SUCCESS) {
@@ -239,21 +235,8 @@ static int run_forward(run_state *s) {
             return -1;
         }
         if (read_back(s, T_KEEP, T_KEEP) != 0) return -1;
-        const size_t keep_shape[4] = {(size_t)d->batch, (size_t)d->heads_q, (size_t)d->seqlen_q, (size_t)d->seqlen_k};
-        if (write_output(s->options.dropout_mask_path, NPY_DTYPE_U8, 4, keep_shape, s->t[T_KEEP].host) != 0)
-            return -1;
     }
     print_call("forward", s);
-    size_t q_shape[4];
-    run_tensor_shape(d, s->options.layout, d->heads_q, d->seqlen_q, q_shape);
-    const size_t lse_shape[3] = {(size_t)d->batch, (size_t)d->heads_q, (size_t)d->seqlen_q};
-    /* Packed: O (total_q, Hq, D) and LSE (Hq, total_q), the leading 1 dropped. */
-    const int packed = s->inputs.varlen;
-    if (write_output(s->options.out_path, s->inputs.q.dtype, 4 - packed, q_shape + packed, s->t[T_O].host) != 0)
-        return -1;
-    if (s->options.lse_path &&
-        write_output(s->options.lse_path, NPY_DTYPE_F32, 3 - packed, lse_shape + packed, s->t[T_LSE].host) != 0)
-        return -1;
     return 0;
 }
 
@@ -271,17 +254,36 @@ static int run_backward(run_state *s) {
         return -1;
     }
     if (read_back(s, T_DQ, T_DV) != 0) return -1;
+    const size_t q_count = run_tensor_count(d, d->heads_q, d->seqlen_q);
+    const size_t kv_count = run_tensor_count(d, d->heads_kv, d->seqlen_k);
+    check_note_nonfinite("dQ", s->t[T_DQ].host, d->dtype, q_count);
+    check_note_nonfinite("dK", s->t[T_DK].host, d->dtype, kv_count);
+    check_note_nonfinite("dV", s->t[T_DV].host, d->dtype, kv_count);
     print_call("backward", s);
+    return 0;
+}
+
+/* Writes every output the command line names, all or none (run_files_write). */
+static int write_outputs(run_state *s) {
+    const flashcl_attention_desc *d = &s->inputs.desc;
     size_t q_shape[4], kv_shape[4];
     run_tensor_shape(d, s->options.layout, d->heads_q, d->seqlen_q, q_shape);
     run_tensor_shape(d, s->options.layout, d->heads_kv, d->seqlen_k, kv_shape);
-    const npy_dtype dtype = s->inputs.q.dtype;
+    const size_t lse_shape[3] = {(size_t)d->batch, (size_t)d->heads_q, (size_t)d->seqlen_q};
+    const size_t keep_shape[4] = {(size_t)d->batch, (size_t)d->heads_q, (size_t)d->seqlen_q, (size_t)d->seqlen_k};
+    /* Packed: O, dQ (total_q, Hq, D), dK, dV (total_k, Hkv, D) and LSE (Hq, total_q), the leading 1 dropped. */
     const int packed = s->inputs.varlen;
-    if (write_output(s->options.dq_path, dtype, 4 - packed, q_shape + packed, s->t[T_DQ].host) != 0 ||
-        write_output(s->options.dk_path, dtype, 4 - packed, kv_shape + packed, s->t[T_DK].host) != 0 ||
-        write_output(s->options.dv_path, dtype, 4 - packed, kv_shape + packed, s->t[T_DV].host) != 0)
-        return -1;
-    return 0;
+    const npy_dtype dtype = s->inputs.q.dtype;
+    run_files *f = &s->files;
+    run_files_set(f, "--out", dtype, 4 - packed, q_shape + packed, s->t[T_O].host);
+    run_files_set(f, "--lse", NPY_DTYPE_F32, 3 - packed, lse_shape + packed, s->t[T_LSE].host);
+    run_files_set(f, "--dropout-mask", NPY_DTYPE_U8, 4, keep_shape, s->t[T_KEEP].host);
+    if (s->backward) {
+        run_files_set(f, "--dq", dtype, 4 - packed, q_shape + packed, s->t[T_DQ].host);
+        run_files_set(f, "--dk", dtype, 4 - packed, kv_shape + packed, s->t[T_DK].host);
+        run_files_set(f, "--dv", dtype, 4 - packed, kv_shape + packed, s->t[T_DV].host);
+    }
+    return run_files_write(f);
 }
 
 /* The reference's float BHSD view of a tensor of the run; NULL if out of memory. */
@@ -457,8 +459,19 @@ int flashcl_cmd_run(int argc, char **argv) {
         break;
     }
     s.backward = run_wants_backward(&s.options);
-    /* Files first: a bad file is reported before any OpenCL start-up cost. */
-    if (run_load_inputs(&s.options, &s.inputs) != 0) return FLASHCL_EXIT_FAILURE;
+    /* Paths before anything else: an output that would replace an input or
+     * another output, or that cannot be written, is refused before any
+     * file is read or OpenCL is touched. */
+    const int paths = run_files_check(&s.options, &s.files);
+    if (paths != FLASHCL_EXIT_OK) {
+        run_files_free(&s.files);
+        return paths;
+    }
+    /* Files next: a bad file is reported before any OpenCL start-up cost. */
+    if (run_load_inputs(&s.options, &s.inputs) != 0) {
+        run_files_free(&s.files);
+        return FLASHCL_EXIT_FAILURE;
+    }
     int failed = setup_context(&s) != 0;
     if (!failed) print_problem(&s);
     failed = failed || create_buffers(&s) != 0 || run_forward(&s) != 0;
@@ -468,6 +481,11 @@ int flashcl_cmd_run(int argc, char **argv) {
     failed = failed || (s.backward && run_backward(&s) != 0);
     const int backward_check_failed = !failed && s.backward && s.options.check && run_check(&s, 1) != 0;
     const int check_failed = forward_check_failed || backward_check_failed;
+    /* Outputs only after everything succeeded, --check included: exit
+     * status 0 means every output was written, any other status that none
+     * was (existing files keep their contents). A failed check keeps its
+     * report on the terminal but writes no results that failed it. */
+    failed = failed || (!check_failed && write_outputs(&s) != 0);
     fflush(stdout);
     free_state(&s);
     return failed || check_failed ? FLASHCL_EXIT_FAILURE : FLASHCL_EXIT_OK;

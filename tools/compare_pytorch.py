@@ -8,6 +8,11 @@ dtype and causal flag, and prints TFLOP/s side by side with flashcl's ratio to
 each. Meant for the GPU machine (needs CUDA PyTorch); flashcl runs through
 OpenCL on the same GPU.
 
+With --backward the bench writes two records per size, the forward alone and
+forward+backward; each gets its own table, its own FLOP count (the bench's:
+4*B*H*N*N*d, halved when causal, times 3.5 for forward+backward) and PyTorch
+timed on the same passes.
+
 Example (on the GPU machine, from the project root):
   python3 tools/compare_pytorch.py --flashcl build/tools/flashcl --seqlens 1024,4096 --head-dim 64
 """
@@ -36,6 +41,35 @@ def run_flashcl(args):
         subprocess.run(cmd, check=True)
         with open(out) as f:
             return json.load(f)
+
+
+FWD_BWD = "fwd+bwd"  # the bench's name of the forward+backward direction ("fwd" is the forward alone)
+
+
+def row_is_backward(record):
+    """Whether a bench record timed forward+backward (else the forward alone)."""
+    return record.get("direction") == FWD_BWD
+
+
+def row_flops(record):
+    """The FLOPs of what a bench record timed, as the bench counts them (bench_flops in
+    tools/bench/bench_run.c): 4*B*H*N*N*d for the forward, halved when causal, and 3.5 times
+    that for forward+backward (the backward counts 2.5 forwards)."""
+    n = record["seqlen"]
+    flops = 4.0 * record["batch"] * record["heads"] * n * n * record["head_dim"]
+    if record.get("causal"):
+        flops *= 0.5
+    return flops * (3.5 if row_is_backward(record) else 1.0)
+
+
+def tflops(flops, ms):
+    return flops / (ms * 1e-3) / 1e12
+
+
+def flash_rows(records, backward):
+    """The flash records of one direction that have a time."""
+    return [r for r in records if r.get("impl") == "flash" and r.get("median_ms") not in (None, 0)
+            and row_is_backward(r) == backward]
 
 
 def time_torch(torch, backend, batch, heads, seqlen, head_dim, causal, dtype, backward, repeat):
@@ -78,7 +112,8 @@ def main():
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--backward", action="store_true", help="time forward+backward (FLOPs = 3.5 x forward)")
+    p.add_argument("--backward", action="store_true",
+                   help="also time forward+backward (a second table; FLOPs = 3.5 x forward)")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--device", default=None, help="flashcl --device SPEC")
     p.add_argument("--backends", default="math,efficient,flash,cudnn")
@@ -89,25 +124,33 @@ def main():
     records = run_flashcl(args)
     import torch
     backends = args.backends.split(",")
+    for backward in ([False, True] if args.backward else [False]):
+        print_table(torch, args, backends, flash_rows(records, backward), backward)
+
+
+def print_table(torch, args, backends, rows, backward):
+    """One direction: flashcl's records of it beside PyTorch timed on the same passes."""
     print(f"# {torch.cuda.get_device_name()} | dtype {args.dtype} | d={args.head_dim} | causal={int(args.causal)} | "
-          f"{'fwd+bwd' if args.backward else 'fwd'} | TFLOP/s (ratio flashcl / backend)")
+          f"{'fwd+bwd' if backward else 'fwd'} | TFLOP/s (ratio flashcl / backend)")
     print("| N | flashcl | " + " | ".join(backends) + " |")
     print("|---|---|" + "---|" * len(backends))
-    for r in records:
-        if r.get("impl") != "flash" or r.get("median_ms") in (None, 0):
-            continue
+    for r in rows:
         n, b, h, d = r["seqlen"], r["batch"], r["heads"], r["head_dim"]
-        flops = 4.0 * b * h * n * n * d * (0.5 if args.causal else 1.0) * (3.5 if args.backward else 1.0)
-        ours = flops / (r["median_ms"] * 1e-3) / 1e12
+        flops = row_flops(r)
+        ours = tflops(flops, r["median_ms"])
+        # The bench's own figure must be the same: a difference means the FLOPs above are not what it timed.
+        if r.get("tflops") and abs(ours - r["tflops"]) > 0.01 * r["tflops"]:
+            print(f"warning: N={n}: {ours:.1f} TFLOP/s here, {r['tflops']:.1f} in the bench record", file=sys.stderr)
         cells = []
         for backend in backends:
-            ms, err = time_torch(torch, backend, b, h, n, d, args.causal, args.dtype, args.backward, args.repeat)
+            ms, err = time_torch(torch, backend, b, h, n, d, args.causal, args.dtype, backward, args.repeat)
             if ms is None:
                 cells.append("n/a")
             else:
-                theirs = flops / (ms * 1e-3) / 1e12
+                theirs = tflops(flops, ms)
                 cells.append(f"{theirs:.1f} ({ours / theirs:.2f}x)")
         print(f"| {n} | {ours:.1f} | " + " | ".join(cells) + " |")
+    print()
 
 
 if __name__ == "__main__":

@@ -95,6 +95,34 @@ typedef struct header_parser {
     size_t error_size;
 } header_parser;
 
+/* Header text in a message: a crafted file must not be able to put control
+ * sequences (terminal escapes, a newline and a fake "check: ... passed"
+ * line) on the user's terminal, nor flood it. Printable ASCII is copied,
+ * any other byte becomes \xNN and a backslash \\; text past
+ * QUOTED_TEXT_LIMIT bytes is cut with "...". QUOTED_SIZE holds the worst
+ * case (every byte escaped). */
+#define QUOTED_TEXT_LIMIT 48
+#define QUOTED_SIZE (4 * QUOTED_TEXT_LIMIT + 8)
+
+static void quote_header_text(const char *text, char *out, size_t out_size) {
+    size_t used = 0;
+    if (out_size == 0) return;
+    for (size_t i = 0; text[i] && used + 5 < out_size; ++i) {
+        if (i == QUOTED_TEXT_LIMIT) {
+            snprintf(out + used, out_size - used, "...");
+            return;
+        }
+        const unsigned char c = (unsigned char)text[i];
+        if (c == '\\')
+            used += (size_t)snprintf(out + used, out_size - used, "\\\\");
+        else if (c >= 0x20 && c < 0x7f)
+            out[used++] = (char)c;
+        else
+            used += (size_t)snprintf(out + used, out_size - used, "\\x%02x", c);
+    }
+    out[used] = '\0';
+}
+
 static int parse_fail(header_parser *p, const char *message) {
     snprintf(p->error, p->error_size, "bad header: %s", message);
     return -1;
@@ -121,6 +149,10 @@ static int parse_string(header_parser *p, char *out, size_t out_size) {
     size_t n = 0;
     while (p->at < p->end && *p->at != quote) {
         if (*p->at == '\\') return parse_fail(p, "escape sequences in strings are not supported");
+        /* A raw newline ends a Python literal unterminated, and repr (which
+         * np.save uses) never writes any control character raw. */
+        if (*p->at == '\n') return parse_fail(p, "unterminated string");
+        if ((unsigned char)*p->at < 0x20 || *p->at == 0x7f) return parse_fail(p, "control character in a string");
         if (n + 1 >= out_size) return parse_fail(p, "string too long");
         out[n++] = *p->at++;
     }
@@ -177,6 +209,8 @@ static int parse_shape(header_parser *p, int *rank, size_t *shape) {
 }
 
 static int dtype_from_descr(const char *descr, npy_dtype *dtype, char *error, size_t error_size) {
+    char quoted[QUOTED_SIZE];
+    quote_header_text(descr, quoted, sizeof quoted);
     if (strcmp(descr, "<f4") == 0)
         *dtype = NPY_DTYPE_F32;
     else if (strcmp(descr, "<f2") == 0)
@@ -188,11 +222,11 @@ static int dtype_from_descr(const char *descr, npy_dtype *dtype, char *error, si
     else if (strcmp(descr, "<i4") == 0)
         *dtype = NPY_DTYPE_I32;
     else if (descr[0] == '>') {
-        snprintf(error, error_size, "big-endian dtype '%s' is not supported (use '<f4', '<f2' or '<u2')", descr);
+        snprintf(error, error_size, "big-endian dtype '%s' is not supported (use '<f4', '<f2' or '<u2')", quoted);
         return -1;
     } else {
         snprintf(error, error_size,
-                 "unsupported dtype '%s' (supported: '<f4' float32, '<f2' float16, '<u2' bfloat16 bits, '|u1' uint8, '<i4' int32)", descr);
+                 "unsupported dtype '%s' (supported: '<f4' float32, '<f2' float16, '<u2' bfloat16 bits, '|u1' uint8, '<i4' int32)", quoted);
         return -1;
     }
     return 0;
@@ -200,7 +234,7 @@ static int dtype_from_descr(const char *descr, npy_dtype *dtype, char *error, si
 
 static int parse_header(const char *text, size_t length, npy_array *out, char *error, size_t error_size) {
     header_parser p = {text, text + length, error, error_size};
-    char key[32], descr[64] = "";
+    char key[32], descr[64] = "", quoted[QUOTED_SIZE];
     int fortran_order = 0, seen_descr = 0, seen_order = 0, seen_shape = 0;
     if (!accept_char(&p, '{')) return parse_fail(&p, "does not start with '{'");
     while (!accept_char(&p, '}')) {
@@ -220,11 +254,13 @@ static int parse_header(const char *text, size_t length, npy_array *out, char *e
             if (parse_shape(&p, &out->rank, out->shape) != 0) return -1;
             seen = &seen_shape;
         } else {
-            snprintf(error, error_size, "bad header: unexpected key '%s'", key);
+            quote_header_text(key, quoted, sizeof quoted);
+            snprintf(error, error_size, "bad header: unexpected key '%s'", quoted);
             return -1;
         }
         if (*seen) {
-            snprintf(error, error_size, "bad header: key '%s' appears twice", key);
+            quote_header_text(key, quoted, sizeof quoted);
+            snprintf(error, error_size, "bad header: key '%s' appears twice", quoted);
             return -1;
         }
         *seen = 1;
@@ -371,8 +407,8 @@ int npy_read(const char *path, npy_array *out, char *error, size_t error_size) {
 /* Writing                                                                   */
 /* ------------------------------------------------------------------------ */
 
-int npy_write(const char *path, npy_dtype dtype, int rank, const size_t *shape, const void *data, char *error,
-              size_t error_size) {
+/* The header and data size of an array to write; 0, or -1 with a message. */
+static int write_plan(npy_dtype dtype, int rank, const size_t *shape, size_t *bytes, char *error, size_t error_size) {
     if (!host_is_little_endian()) {
         snprintf(error, error_size, "big-endian hosts are not supported");
         return -1;
@@ -381,11 +417,18 @@ int npy_write(const char *path, npy_dtype dtype, int rank, const size_t *shape, 
         snprintf(error, error_size, "cannot write rank %d / dtype %d", rank, (int)dtype);
         return -1;
     }
-    size_t count, bytes;
-    if (shape_bytes(rank, shape, npy_dtype_size(dtype), &count, &bytes) != 0) {
+    size_t count;
+    if (shape_bytes(rank, shape, npy_dtype_size(dtype), &count, bytes) != 0) {
         snprintf(error, error_size, "the shape's size overflows");
         return -1;
     }
+    return 0;
+}
+
+int npy_write_stream(FILE *f, npy_dtype dtype, int rank, const size_t *shape, const void *data, char *error,
+                     size_t error_size) {
+    size_t bytes;
+    if (write_plan(dtype, rank, shape, &bytes, error, error_size) != 0) return -1;
     char shape_text[NPY_MAX_RANK * 24 + 8];
     npy_format_shape(rank, shape, shape_text, sizeof shape_text);
     char dict[sizeof shape_text + 80];
@@ -404,21 +447,33 @@ int npy_write(const char *path, npy_dtype dtype, int rank, const size_t *shape, 
     head[8] = (unsigned char)(header_length & 0xff);
     head[9] = (unsigned char)(header_length >> 8);
 
+    errno = 0;
+    int ok = fwrite(head, 1, prefix, f) == prefix && fwrite(dict, 1, (size_t)dict_length, f) == (size_t)dict_length;
+    for (size_t i = (size_t)dict_length; ok && i + 1 < header_length; ++i) ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF;
+    ok = ok && (bytes == 0 || fwrite(data, 1, bytes, f) == bytes);
+    ok = ok && fflush(f) == 0;
+    if (!ok) {
+        snprintf(error, error_size, "write failed: %s", strerror(errno ? errno : EIO));
+        return -1;
+    }
+    return 0;
+}
+
+int npy_write(const char *path, npy_dtype dtype, int rank, const size_t *shape, const void *data, char *error,
+              size_t error_size) {
+    size_t bytes;
+    if (write_plan(dtype, rank, shape, &bytes, error, error_size) != 0) return -1;
     FILE *f = fopen(path, "wb");
     if (!f) {
         snprintf(error, error_size, "cannot create: %s", strerror(errno));
         return -1;
     }
-    int ok = fwrite(head, 1, prefix, f) == prefix && fwrite(dict, 1, (size_t)dict_length, f) == (size_t)dict_length;
-    for (size_t i = (size_t)dict_length; ok && i + 1 < header_length; ++i) ok = fputc(' ', f) != EOF;
-    ok = ok && fputc('\n', f) != EOF;
-    ok = ok && (bytes == 0 || fwrite(data, 1, bytes, f) == bytes);
-    const int saved_errno = errno;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        snprintf(error, error_size, "write failed: %s", strerror(saved_errno ? saved_errno : errno));
-        remove(path);
-        return -1;
+    int failed = npy_write_stream(f, dtype, rank, shape, data, error, error_size) != 0;
+    if (fclose(f) != 0 && !failed) {
+        snprintf(error, error_size, "write failed: %s", strerror(errno));
+        failed = 1;
     }
-    return 0;
+    if (failed) remove(path);
+    return failed ? -1 : 0;
 }

@@ -3,6 +3,7 @@
 #define FLASHCL_TOOLS_NPY_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The element types flashcl exchanges. bfloat16 has no NumPy dtype: such
  * data travels as '<u2' (the raw bits) and the user says what it is. */
@@ -39,6 +40,11 @@ int npy_read(const char *path, npy_array *out, char *error, size_t error_size);
  * Returns 0, or -1 with a message in error; a failed write removes the file. */
 int npy_write(const char *path, npy_dtype dtype, int rank, const size_t *shape, const void *data, char *error,
               size_t error_size);
+
+/* The same into an open stream (flushed, not closed): for callers that
+ * create the file themselves, such as a temporary file renamed into place. */
+int npy_write_stream(FILE *f, npy_dtype dtype, int rank, const size_t *shape, const void *data, char *error,
+                     size_t error_size);
 
 /* Formats a shape as "(2, 3)" into out. */
 void npy_format_shape(int rank, const size_t *shape, char *out, size_t out_size);

@@ -2,25 +2,33 @@
 #include "run_check.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "attention_reference.h"
 
-void check_compare(const double *ref, const float *got, size_t count, check_error *e) {
-    e->max_abs = 0.0;
-    e->max_ref = 0.0;
-    e->mismatched = 0;
+/* 1 if the pair is a NaN/infinity agreement, -1 a mismatch, 0 both finite. */
+static int nonfinite_pair(double r, double g) {
+    if (isfinite(r) && isfinite(g)) return 0;
+    if (isnan(r) && isnan(g)) return 1;
+    return isinf(r) && r == g ? 1 : -1; /* same infinity; else one side finite, or they differ */
+}
+
+void check_compare(const double *ref, const float *got, size_t count, double scale_floor, check_error *e) {
+    memset(e, 0, sizeof *e);
+    e->floor = scale_floor;
     for (size_t i = 0; i < count; ++i) {
         const double r = ref[i], g = (double)got[i];
         if (isfinite(r) && fabs(r) > e->max_ref) e->max_ref = fabs(r);
-        if (isnan(g) || isnan(r) || ((isinf(r) || isinf(g)) && r != g)) {
-            ++e->mismatched;
-            continue;
-        }
-        if (isfinite(r) && fabs(g - r) > e->max_abs) e->max_abs = fabs(g - r);
+        const int pair = nonfinite_pair(r, g);
+        if (pair > 0) ++e->nonfinite_agreed;
+        else if (pair < 0) ++e->mismatched;
+        else if (fabs(g - r) > e->max_abs) e->max_abs = fabs(g - r);
     }
-    e->relative = e->max_ref > 0.0 ? e->max_abs / e->max_ref : e->max_abs;
+    const double scale = fmax(e->max_ref, scale_floor);
+    e->relative = scale > 0.0 ? e->max_abs / scale : e->max_abs;
 }
 
 double check_default_tolerance(check_quantity quantity, flashcl_dtype dtype) {
@@ -42,17 +50,75 @@ double check_default_tolerance(check_quantity quantity, flashcl_dtype dtype) {
 
 int check_report(const char *name, const check_error *e, double tolerance) {
     const int ok = e->mismatched == 0 && e->relative <= tolerance;
-    printf("check %-3s: max abs error %.3e, max rel error %.3e (max |ref| %.3e, tolerance %.1e)", name, e->max_abs,
-           e->relative, e->max_ref, tolerance);
+    printf("check %-3s: max abs error %.3e, max rel error %.3e (max |ref| %.3e, floor %.3e, tolerance %.1e)", name,
+           e->max_abs, e->relative, e->max_ref, e->floor, tolerance);
+    if (e->nonfinite_agreed) printf(", %zu NaN or infinity agree", e->nonfinite_agreed);
     if (e->mismatched) printf(", %zu NaN or infinity mismatches", e->mismatched);
     printf(" %s\n", ok ? "ok" : "FAILED");
     return ok;
 }
 
-static int compare_one(const char *name, const double *ref, const float *got, size_t count, double tolerance) {
+/* The class of one stored value: 0 finite, 1 NaN, 2 infinity. Half and
+ * bfloat16 are tested on their bits: all-ones exponent, zero mantissa or not. */
+static int value_class(const void *data, flashcl_dtype dtype, size_t i) {
+    if (dtype == FLASHCL_DTYPE_F32) {
+        const float x = ((const float *)data)[i];
+        return isnan(x) ? 1 : isinf(x) ? 2 : 0;
+    }
+    const uint16_t bits = ((const uint16_t *)data)[i];
+    const uint16_t exponent = dtype == FLASHCL_DTYPE_F16 ? 0x7c00 : 0x7f80;
+    const uint16_t mantissa = dtype == FLASHCL_DTYPE_F16 ? 0x03ff : 0x007f;
+    if ((bits & exponent) != exponent) return 0;
+    return (bits & mantissa) ? 1 : 2;
+}
+
+void check_count_nonfinite(const void *data, flashcl_dtype dtype, size_t count, size_t *nan, size_t *inf) {
+    *nan = *inf = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const int c = value_class(data, dtype, i);
+        *nan += c == 1;
+        *inf += c == 2;
+    }
+}
+
+size_t check_note_nonfinite(const char *name, const void *data, flashcl_dtype dtype, size_t count) {
+    size_t nan, inf;
+    check_count_nonfinite(data, dtype, count, &nan, &inf);
+    if (nan || inf) fprintf(stderr, "flashcl run: note: %s holds %zu NaN / %zu Inf values\n", name, nan, inf);
+    return nan + inf;
+}
+
+static int compare_one(const char *name, const double *ref, const float *got, size_t count, double scale_floor,
+                       double tolerance) {
     check_error e;
-    check_compare(ref, got, count, &e);
+    check_compare(ref, got, count, scale_floor, &e);
     return check_report(name, &e, tolerance);
+}
+
+/* Root mean square of the finite elements (0 if none). */
+static double rms(const float *x, size_t count) {
+    double sum = 0.0;
+    size_t finite = 0;
+    for (size_t i = 0; i < count; ++i)
+        if (isfinite(x[i])) {
+            sum += (double)x[i] * (double)x[i];
+            ++finite;
+        }
+    return finite ? sqrt(sum / (double)finite) : 0.0;
+}
+
+void check_floors_of(const flashcl_attention_desc *d, const check_inputs *in, check_floors *f) {
+    const size_t q_count = (size_t)d->batch * d->heads_q * d->seqlen_q * d->head_dim;
+    const size_t kv_count = (size_t)d->batch * d->heads_kv * d->seqlen_k * d->head_dim;
+    const double scale = d->scale != 0.0f ? (double)d->scale : 1.0 / sqrt((double)d->head_dim);
+    const double v = rms(in->v, kv_count), dout = in->dout ? rms(in->dout, q_count) : 0.0;
+    /* dP = dO V^T: dot products of D terms, typically sqrt(D) times the product of rms values. */
+    const double dp = sqrt((double)d->head_dim) * dout * v;
+    f->o = v;
+    f->lse = 1.0;
+    f->dv = dout;
+    f->dq = scale * dp * rms(in->k, kv_count);
+    f->dk = scale * dp * rms(in->q, q_count);
 }
 
 static double pick(double tolerance, check_quantity quantity, flashcl_dtype dtype) {
@@ -67,9 +133,11 @@ int check_forward(const flashcl_attention_desc *d, const check_inputs *in, const
     /* The reference honours desc's window and dropout itself; the block mask comes expanded. */
     const flashcl_reference_extras extras = {in->mask, NULL};
     int result = -1;
+    check_floors floors;
+    check_floors_of(d, in, &floors);
     if (o && lse && flashcl_reference_forward_ex(d, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v, o, lse) == 0) {
-        result = compare_one("O", o, got_o, q_count, pick(tolerance, CHECK_OUTPUT, d->dtype));
-        result &= compare_one("LSE", lse, got_lse, lse_count, pick(tolerance, CHECK_LSE, d->dtype));
+        result = compare_one("O", o, got_o, q_count, floors.o, pick(tolerance, CHECK_OUTPUT, d->dtype));
+        result &= compare_one("LSE", lse, got_lse, lse_count, floors.lse, pick(tolerance, CHECK_LSE, d->dtype));
     }
     free(o);
     free(lse);
@@ -87,9 +155,11 @@ int check_backward(const flashcl_attention_desc *d, const check_inputs *in, cons
         flashcl_reference_backward_ex(d, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v, in->dout, dq, dk, dv) ==
             0) {
         const double t = pick(tolerance, CHECK_GRADIENT, d->dtype);
-        result = compare_one("dQ", dq, got_dq, q_count, t);
-        result &= compare_one("dK", dk, got_dk, kv_count, t);
-        result &= compare_one("dV", dv, got_dv, kv_count, t);
+        check_floors floors;
+        check_floors_of(d, in, &floors);
+        result = compare_one("dQ", dq, got_dq, q_count, floors.dq, t);
+        result &= compare_one("dK", dk, got_dk, kv_count, floors.dk, t);
+        result &= compare_one("dV", dv, got_dv, kv_count, floors.dv, t);
     }
     free(dq);
     free(dk);

@@ -5,7 +5,11 @@
 #   EXPECT_REGEX           must match stdout + stderr (optional)
 #   EXPECT_NO_REGEX        must not match stdout + stderr (optional)
 #   OUTPUTS                files removed before the run; they must exist after a successful run
-#                          and must not exist after a failed one
+#                          and must not exist after a failed one; either way no temporary file
+#                          (.NAME.*, what flashcl run writes before renaming) may be left beside them
+#   UNCHANGED              files whose contents must be the same after the run (inputs an output
+#                          must not replace)
+#   PRINTABLE              1: stdout + stderr must be printable ASCII and newlines
 #   BACKWARD_PENDING_OK    1: while the library's flashcl_backward is still a stub, exit 1 with the
 #                          "unsupported configuration" report of the backward call is accepted in
 #                          place of EXPECT_RC 0 (and then no gradient file may exist); a forward
@@ -13,8 +17,27 @@
 #                          --check must have passed
 string(REPLACE "|" ";" args "${ARGS}")
 string(REPLACE "|" ";" outputs "${OUTPUTS}")
+string(REPLACE "|" ";" unchanged "${UNCHANGED}")
+
+# The temporary files flashcl run may create beside an output.
+function(temporaries_of file result)
+  get_filename_component(dir "${file}" DIRECTORY)
+  get_filename_component(name "${file}" NAME)
+  file(GLOB found LIST_DIRECTORIES false "${dir}/.${name}.*")
+  set(${result} "${found}" PARENT_SCOPE)
+endfunction()
+
 foreach(file IN LISTS outputs)
-  file(REMOVE "${file}")
+  temporaries_of("${file}" stale)
+  file(REMOVE "${file}" ${stale})
+endforeach()
+foreach(file IN LISTS unchanged)
+  if(NOT EXISTS "${file}")
+    message(FATAL_ERROR "${file} (UNCHANGED) does not exist before the run")
+  endif()
+  file(SHA256 "${file}" hash)
+  string(MAKE_C_IDENTIFIER "${file}" key)
+  set(before_${key} "${hash}")
 endforeach()
 
 execute_process(COMMAND "${PROGRAM}" ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -44,4 +67,31 @@ foreach(file IN LISTS outputs)
   elseif(NOT rc EQUAL 0 AND EXISTS "${file}")
     message(FATAL_ERROR "${file} was written although the command failed")
   endif()
+  temporaries_of("${file}" left)
+  if(left)
+    message(FATAL_ERROR "temporary files left behind: ${left}")
+  endif()
 endforeach()
+foreach(file IN LISTS unchanged)
+  string(MAKE_C_IDENTIFIER "${file}" key)
+  if(NOT EXISTS "${file}")
+    message(FATAL_ERROR "${file} was removed")
+  endif()
+  file(SHA256 "${file}" hash)
+  if(NOT hash STREQUAL "${before_${key}}")
+    message(FATAL_ERROR "${file} was changed")
+  endif()
+endforeach()
+if(PRINTABLE)
+  # CMake's regular expressions have no \x escapes: look for each byte in turn, the control
+  # characters but newline, DEL and everything past ASCII (0x9b is a one-byte CSI escape).
+  foreach(code RANGE 1 255)
+    if(NOT code EQUAL 10 AND (code LESS 32 OR code GREATER 126))
+      string(ASCII ${code} byte)
+      string(FIND "${out}${err}" "${byte}" at)
+      if(at GREATER -1)
+        message(FATAL_ERROR "the output holds byte ${code}, not printable ASCII, at offset ${at}")
+      endif()
+    endif()
+  endforeach()
+endif()

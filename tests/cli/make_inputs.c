@@ -1,19 +1,24 @@
 /* make_inputs.c: writes random .npy inputs (and malformed files) for the end-to-end tests of `flashcl run`. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "half_float.h"
 #include "npy.h"
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: cli_make_inputs DIR LAYOUT DTYPE B,Hq,Hkv,Sq,Sk,D SEED\n"
-            "         writes DIR/q.npy k.npy v.npy dout.npy (LAYOUT bhsd|bshd, DTYPE f32|f16|bf16)\n"
+            "usage: cli_make_inputs DIR LAYOUT DTYPE B,Hq,Hkv,Sq,Sk,D SEED [equal-v-rows]\n"
+            "         writes DIR/q.npy k.npy v.npy dout.npy (LAYOUT bhsd|bshd, DTYPE f32|f16|bf16);\n"
+            "         equal-v-rows: every row of V is the same vector (dQ = dK = 0 exactly)\n"
             "       cli_make_inputs --malformed DIR\n"
             "         writes a valid small problem (good_q/k/v.npy) and malformed variants\n"
+            "       cli_make_inputs --paths DIR\n"
+            "         writes a small problem and q_symlink.npy, q_hardlink.npy: links to q.npy\n"
             "       cli_make_inputs --block-mask FILE ROWS COLS\n"
             "         writes a random uint8 block mask\n"
             "       cli_make_inputs --varlen DIR Hq,Hkv,D LQ:LK,LQ:LK,... SEED\n"
@@ -32,13 +37,16 @@ static double uniform(void) {
 /* Roughly normal (Irwin-Hall of 4), like the randn inputs attention sees in practice. */
 static float random_value(void) { return (float)((uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7); }
 
-static int write_random(const char *dir, const char *name, const char *dtype, const size_t shape[4]) {
+/* Random values; with equal_rows, each row of `shape[3]` values is the first one again. */
+static int write_values(const char *dir, const char *name, const char *dtype, const size_t shape[4], int equal_rows) {
     const size_t count = shape[0] * shape[1] * shape[2] * shape[3];
     const int f32 = strcmp(dtype, "f32") == 0;
     void *data = malloc(count * (f32 ? 4 : 2));
-    if (!data) return -1;
+    float *row = malloc(shape[3] * sizeof *row);
+    if (!data || !row) return free(data), free(row), -1;
+    for (size_t i = 0; equal_rows && i < shape[3]; ++i) row[i] = random_value(); /* only then: other files keep their values */
     for (size_t i = 0; i < count; ++i) {
-        const float x = random_value();
+        const float x = equal_rows ? row[i % shape[3]] : random_value();
         if (f32)
             ((float *)data)[i] = x;
         else
@@ -50,13 +58,20 @@ static int write_random(const char *dir, const char *name, const char *dtype, co
     const int result = npy_write(path, type, 4, shape, data, error, sizeof error);
     if (result != 0) fprintf(stderr, "cli_make_inputs: %s: %s\n", path, error);
     free(data);
+    free(row);
     return result;
 }
 
-static int make_problem(char **argv) {
+static int write_random(const char *dir, const char *name, const char *dtype, const size_t shape[4]) {
+    return write_values(dir, name, dtype, shape, 0);
+}
+
+static int make_problem(int argc, char **argv) {
     const char *dir = argv[1], *layout = argv[2], *dtype = argv[3];
+    const int equal_v_rows = argc == 7;
     int b, hq, hkv, sq, sk, d;
-    if (sscanf(argv[4], "%d,%d,%d,%d,%d,%d", &b, &hq, &hkv, &sq, &sk, &d) != 6 ||
+    if ((equal_v_rows && strcmp(argv[6], "equal-v-rows") != 0) ||
+        sscanf(argv[4], "%d,%d,%d,%d,%d,%d", &b, &hq, &hkv, &sq, &sk, &d) != 6 ||
         (strcmp(layout, "bhsd") != 0 && strcmp(layout, "bshd") != 0) ||
         (strcmp(dtype, "f32") != 0 && strcmp(dtype, "f16") != 0 && strcmp(dtype, "bf16") != 0)) {
         usage();
@@ -67,7 +82,8 @@ static int make_problem(char **argv) {
     const size_t q_shape[4] = {(size_t)b, (size_t)(bshd ? sq : hq), (size_t)(bshd ? hq : sq), (size_t)d};
     const size_t kv_shape[4] = {(size_t)b, (size_t)(bshd ? sk : hkv), (size_t)(bshd ? hkv : sk), (size_t)d};
     return write_random(dir, "q.npy", dtype, q_shape) || write_random(dir, "k.npy", dtype, kv_shape) ||
-                   write_random(dir, "v.npy", dtype, kv_shape) || write_random(dir, "dout.npy", dtype, q_shape)
+                   write_values(dir, "v.npy", dtype, kv_shape, equal_v_rows) ||
+                   write_random(dir, "dout.npy", dtype, q_shape)
                ? 1
                : 0;
 }
@@ -129,7 +145,45 @@ static int make_malformed(const char *dir) {
     static const unsigned char bad_magic[] = "\x93NUMPX\x01\x00\x76\x00{'descr': '<f4'}";
     failed = failed || write_bytes(dir, "bad_magic.npy", bad_magic, sizeof bad_magic - 1);
     failed = failed || write_bytes(dir, "empty.npy", "", 0);
+    /* Headers crafted to put a fake "check: forward passed" line and
+     * terminal escapes (ESC, the single-byte CSI 0x9b) on the terminal
+     * through the error message. */
+    failed = failed || write_with_header(dir, "crafted_newline.npy",
+                                         "{'descr': '<f4\ncheck: forward passed\n\x1b[2J', 'fortran_order': False, "
+                                         "'shape': (1, 2, 5, 8), }", q_bytes);
+    failed = failed || write_with_header(dir, "crafted_escape.npy",
+                                         "{'\x1b[2J\x1b[Hcheck: forward passed': 1, }", q_bytes);
+    failed = failed || write_with_header(dir, "crafted_csi.npy",
+                                         "{'descr': '\x9b" "2J\x9b" "Hcheck: forward passed', 'fortran_order': False, "
+                                         "'shape': (1, 2, 5, 8), }", q_bytes);
     return failed ? 1 : 0;
+}
+
+/* dir/name, or "" if it does not fit. */
+static const char *join(char *out, size_t size, const char *dir, const char *name) {
+    if ((size_t)snprintf(out, size, "%s/%s", dir, name) >= size) out[0] = '\0';
+    return out;
+}
+
+/* A small float32 bhsd problem and two other names of q.npy, a symbolic
+ * link and a hard link, for the tests that an output never replaces an input. */
+static int make_paths(const char *dir) {
+    rng_state = 4242;
+    const size_t q_shape[4] = {1, 2, 9, 8}, kv_shape[4] = {1, 1, 11, 8};
+    if (write_random(dir, "q.npy", "f32", q_shape) || write_random(dir, "k.npy", "f32", kv_shape) ||
+        write_random(dir, "v.npy", "f32", kv_shape) || write_random(dir, "dout.npy", "f32", q_shape))
+        return 1;
+    char q[4096], symbolic[4096], hard[4096];
+    join(q, sizeof q, dir, "q.npy");
+    join(symbolic, sizeof symbolic, dir, "q_symlink.npy");
+    join(hard, sizeof hard, dir, "q_hardlink.npy");
+    unlink(symbolic); /* from an earlier run; absent is fine */
+    unlink(hard);
+    if (symlink("q.npy", symbolic) != 0 || link(q, hard) != 0) {
+        fprintf(stderr, "cli_make_inputs: cannot link %s: %s\n", q, strerror(errno));
+        return 1;
+    }
+    return 0;
 }
 
 /* The output directory, created if needed (its parent must exist). */
@@ -212,10 +266,13 @@ int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "--varlen") == 0)
         return ensure_dir(argv[2]) != 0 ? 1 : make_varlen(argv[2], argv[3], argv[4], argv[5]);
     if (argc == 5 && strcmp(argv[1], "--block-mask") == 0) return make_block_mask(argv[2], argv[3], argv[4]);
-    if (argc == 3 && strcmp(argv[1], "--malformed") == 0 && ensure_dir(argv[2]) != 0) return 1;
-    if (argc == 6 && ensure_dir(argv[1]) != 0) return 1;
+    if (argc == 3 && (strcmp(argv[1], "--malformed") == 0 || strcmp(argv[1], "--paths") == 0) &&
+        ensure_dir(argv[2]) != 0)
+        return 1;
+    if ((argc == 6 || argc == 7) && ensure_dir(argv[1]) != 0) return 1;
     if (argc == 3 && strcmp(argv[1], "--malformed") == 0) return make_malformed(argv[2]);
-    if (argc == 6) return make_problem(argv);
+    if (argc == 3 && strcmp(argv[1], "--paths") == 0) return make_paths(argv[2]);
+    if (argc == 6 || argc == 7) return make_problem(argc, argv);
     usage();
     return 2;
 }

@@ -307,6 +307,67 @@ START_TEST(write_into_missing_directory_fails) {
 }
 END_TEST
 
+/* Header text that reaches a message: a crafted file must not put control
+ * bytes (a newline and a fake "check: forward passed", a terminal escape,
+ * the single-byte CSI 0x9b) on the terminal, nor a long run of text. */
+static const struct {
+    const char *name;
+    const char *dict;
+    const char *expected; /* in the message */
+} HOSTILE[] = {
+    {"newline and ESC in descr", "{'descr': '<f4\ncheck: forward passed\n\x1b[2J', 'fortran_order': False, 'shape': (2,), }",
+     "unterminated string"},
+    {"ESC in descr", "{'descr': '<f4\x1b[2Jcheck: forward passed', 'fortran_order': False, 'shape': (2,), }",
+     "control character in a string"},
+    {"ESC in a key", "{'\x1b]0;title\x07': 1, }", "control character in a string"},
+    {"C1 CSI in descr", "{'descr': '\x9b" "31mcheck: forward passed', 'fortran_order': False, 'shape': (2,), }",
+     "unsupported dtype '\\x9b31mcheck: forward passed'"},
+    {"high bytes in a key", "{'\xc3\xa9t\xe9\xff': 1, }", "unexpected key '\\xc3\\xa9t\\xe9\\xff'"},
+    {"long descr", "{'descr': 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789', 'fortran_order': False, "
+                   "'shape': (2,), }",
+     "'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv...'"},
+    {"duplicate key", "{'shape': (2,), 'shape': (2,), }", "key 'shape' appears twice"},
+};
+
+START_TEST(error_text_is_printable_and_bounded) {
+    make_temp_dir();
+    const char *path = temp_path("hostile.npy");
+    write_npy_raw(path, 1, HOSTILE[_i].dict, ((10 + strlen(HOSTILE[_i].dict) + 1 + 63) / 64) * 64 - 10, "\0\0\0\0\0\0\0",
+                  8);
+    npy_array a;
+    char error[512] = "";
+    ck_assert_msg(npy_read(path, &a, error, sizeof error) == -1, "%s: accepted", HOSTILE[_i].name);
+    ck_assert_msg(strstr(error, HOSTILE[_i].expected) != NULL, "%s: message \"%s\" lacks \"%s\"", HOSTILE[_i].name,
+                  error, HOSTILE[_i].expected);
+    for (const char *c = error; *c; ++c)
+        ck_assert_msg((unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f, "%s: byte 0x%02x in the message",
+                      HOSTILE[_i].name, (unsigned char)*c);
+    ck_assert_uint_lt(strlen(error), 300);
+    remove_temp_dir();
+}
+END_TEST
+
+START_TEST(stream_writer_matches_file_writer) {
+    make_temp_dir();
+    const size_t shape[2] = {3, 5};
+    float data[15];
+    for (int i = 0; i < 15; ++i) data[i] = (float)i * 0.25f;
+    char error[256] = "";
+    ck_assert_int_eq(npy_write(temp_path("a.npy"), NPY_DTYPE_F32, 2, shape, data, error, sizeof error), 0);
+    FILE *f = fopen(temp_path("b.npy"), "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(npy_write_stream(f, NPY_DTYPE_F32, 2, shape, data, error, sizeof error), 0);
+    ck_assert_int_eq(fclose(f), 0);
+    size_t a_count, b_count;
+    static unsigned char a_bytes[1 << 16];
+    memcpy(a_bytes, read_file(temp_path("a.npy"), &a_count), sizeof a_bytes);
+    const unsigned char *b_bytes = read_file(temp_path("b.npy"), &b_count);
+    ck_assert_uint_eq(a_count, b_count);
+    ck_assert_int_eq(memcmp(a_bytes, b_bytes, a_count), 0);
+    remove_temp_dir();
+}
+END_TEST
+
 static Suite *npy_suite(void) {
     Suite *s = suite_create("npy");
     TCase *round_trip = tcase_create("round trip");
@@ -320,6 +381,8 @@ static Suite *npy_suite(void) {
     tcase_add_loop_test(reading, rejects_malformed_file_with_a_reason, 0, (int)(sizeof MALFORMED / sizeof MALFORMED[0]));
     tcase_add_test(reading, missing_file_is_reported);
     tcase_add_test(reading, write_into_missing_directory_fails);
+    tcase_add_loop_test(reading, error_text_is_printable_and_bounded, 0, (int)(sizeof HOSTILE / sizeof HOSTILE[0]));
+    tcase_add_test(reading, stream_writer_matches_file_writer);
     suite_add_tcase(s, reading);
     return s;
 }
