@@ -32,6 +32,20 @@ inline ushort flashcl_float_to_bf16(float x) {
 #error "FLASHCL_DTYPE must be 0 (float), 1 (half) or 2 (bfloat16)"
 #endif
 
+// The log-sum-exp of a finished row from its maximum m and its sum l of
+// exp(x - m) (natural units): -inf for a row that saw no key (m = -inf);
+// NaN for a row whose sum is 0 or NaN although it saw keys (all visible
+// scores -inf, or a NaN among them), where log(0) would say "empty".
+inline float flashcl_row_lse(float m, float l) {
+    return m == -INFINITY ? -INFINITY : l == 0.0f ? NAN : m + log(l);
+}
+
+// The same from a maximum in log2 units, as the tensor-core kernel keeps it:
+// LSE = ln(2) * (m + log2(l)).
+inline float flashcl_row_lse2(float m, float l) {
+    return m == -INFINITY ? -INFINITY : l == 0.0f ? NAN : (m + log2(l)) * M_LN2_F;
+}
+
 // Odd local-memory row strides keep work-items that read the same column of
 // consecutive rows on different banks.
 #define FLASHCL_ODD_STRIDE(n) ((n) | 1)

@@ -279,17 +279,28 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             ;
         for (int i = 0; i < ROWS_PER_ITEM; ++i) {
             const int row = q0 + tq + i * THREADS_Q;
-            float part = -INFINITY;
+            // A visible key lifts the partial maximum to at least -FLT_MAX
+            // even when its score is -inf (an overflow) or NaN (which fmax
+            // drops): the row maximum stays -inf only for a row that sees no
+            // key, the one case written as empty (O = 0, LSE = -inf). Every
+            // key of an unmasked block is visible.
+            float part = masked_block ? -INFINITY : -FLT_MAX;
             for (int j = 0; j < KEYS_PER_ITEM; ++j) {
                 const int col = k0 + tk + j * THREADS_K;
                 float x = s[i][j] * scale;
+                if (masked_block) {
 #if FLASHCL_SPARSE
-                if (masked_block && (col >= seqlen_k || row >= seqlen_q || (causal && col > row + diagonal) ||
-                                     !FLASHCL_WINDOW_VISIBLE(row, col) || !FLASHCL_BLOCK_VISIBLE(mask_head, row, col)))
-                    x = -INFINITY;
+                    const bool hidden = col >= seqlen_k || row >= seqlen_q || (causal && col > row + diagonal) ||
+                                        !FLASHCL_WINDOW_VISIBLE(row, col) ||
+                                        !FLASHCL_BLOCK_VISIBLE(mask_head, row, col);
 #else
-                if (masked_block && (col >= seqlen_k || (causal && col > row + diagonal))) x = -INFINITY;
+                    const bool hidden = col >= seqlen_k || (causal && col > row + diagonal);
 #endif
+                    if (hidden)
+                        x = -INFINITY;
+                    else
+                        part = fmax(part, -FLT_MAX);
+                }
                 s[i][j] = x;
                 part = fmax(part, x);
             }
@@ -385,17 +396,21 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         const int row = q0 + tq + i * THREADS_Q;
         if (row >= seqlen_q) continue;
         const float l = row_sum[i];
+        // Empty only when no key was visible (see the partial maxima). A
+        // NaN sum, or a zero sum (every visible score -inf), is no empty
+        // row: 0/0 and acc/NaN give NaN, as IEEE arithmetic does.
+        const bool empty = row_max[i] == -INFINITY;
         for (int j = 0; j < DIMS_PER_ITEM; ++j) {
             const int d = OUT_DIM(j);
 #if FLASHCL_DROPOUT
             if (d < HEAD_DIM)
-                STORE(o, o_base + (ulong)row * o_stride_s + d, l > 0.0f ? acc[i][j] / l * dropout_scale : 0.0f);
+                STORE(o, o_base + (ulong)row * o_stride_s + d, empty ? 0.0f : acc[i][j] / l * dropout_scale);
 #else
-            if (d < HEAD_DIM) STORE(o, o_base + (ulong)row * o_stride_s + d, l > 0.0f ? acc[i][j] / l : 0.0f);
+            if (d < HEAD_DIM) STORE(o, o_base + (ulong)row * o_stride_s + d, empty ? 0.0f : acc[i][j] / l);
 #endif
         }
         if (write_lse && tk == 0)
             lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h + (ulong)row * lse_stride_s] =
-                l > 0.0f ? row_max[i] + log(l) : -INFINITY;
+                flashcl_row_lse(row_max[i], l);
     }
 }

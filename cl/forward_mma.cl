@@ -51,6 +51,23 @@
 #define KEY_TILES (BLOCK_K / 8)      // 8-key accumulator tiles of S
 #define KEY_STEPS (BLOCK_K / MMA_K)  // k-steps of P V
 
+// A block's maximum raw score in the log2 units of the row maxima: -inf (no
+// visible key) stays -inf, and the -FLT_MAX floor of a row that sees keys
+// (see the block maxima) is floored again, since scaling may take it to -inf.
+inline float block_max_log2(float raw, float scale2) {
+    return raw == -INFINITY ? -INFINITY : fmax(raw * scale2, -FLT_MAX);
+}
+
+// The exponents are fma(x, scale2, -max) of the exact products against the
+// rounded maximum: for the largest score of a row they are not 0 but the
+// maximum's rounding error, up to half its ulp. That offset cancels in O and
+// LSE as long as exp2 of it neither overflows nor underflows, which holds for
+// |max| < 2^30 (offsets within +-32). Past that (scaled scores beyond ~7e8,
+// far outside what attention meets) the row is written as NaN, never as a
+// silently wrong number; the portable kernels take any finite score.
+#define SCORE_RANGE_LOG2 0x1.0p30f
+inline bool row_in_range(float m) { return m == -INFINITY || fabs(m) < SCORE_RANGE_LOG2; }
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward_mma(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
@@ -187,17 +204,29 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         UNROLL
         for (int m = 0; m < M_TILES; ++m) {
             const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
-            float block_top = -INFINITY, block_bottom = -INFINITY;
+            // A visible key lifts the block maximum (raw scores) to at least
+            // -FLT_MAX even when its score is -inf or NaN (fmax drops NaN),
+            // so the maximum stays -inf only for a row that sees no key: the
+            // one case written as empty. Every key of an unmasked block is
+            // visible.
+            float block_top = masked_block ? -INFINITY : -FLT_MAX;
+            float block_bottom = block_top;
             UNROLL_ALWAYS
             for (int n = 0; n < KEY_TILES; ++n) {
                 float4 x = s[m][n];
                 if (masked_block) {
                     const int col = k0 + n * 8 + 2 * t;
                     const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;
-                    if (left_out || (causal && col > row_top + diagonal)) x.x = -INFINITY;
-                    if (right_out || (causal && col + 1 > row_top + diagonal)) x.y = -INFINITY;
-                    if (left_out || (causal && col > row_bottom + diagonal)) x.z = -INFINITY;
-                    if (right_out || (causal && col + 1 > row_bottom + diagonal)) x.w = -INFINITY;
+                    const bool hide_tl = left_out || (causal && col > row_top + diagonal);
+                    const bool hide_tr = right_out || (causal && col + 1 > row_top + diagonal);
+                    const bool hide_bl = left_out || (causal && col > row_bottom + diagonal);
+                    const bool hide_br = right_out || (causal && col + 1 > row_bottom + diagonal);
+                    if (hide_tl) x.x = -INFINITY;
+                    if (hide_tr) x.y = -INFINITY;
+                    if (hide_bl) x.z = -INFINITY;
+                    if (hide_br) x.w = -INFINITY;
+                    if (!(hide_tl && hide_tr)) block_top = fmax(block_top, -FLT_MAX);
+                    if (!(hide_bl && hide_br)) block_bottom = fmax(block_bottom, -FLT_MAX);
                 }
                 s[m][n] = x;
                 block_top = fmax(block_top, fmax(x.x, x.y));
@@ -213,8 +242,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             // alpha and P exactly 0 instead of NaN.
             // The maxima are kept in log2 units, rounded once (scale2 > 0
             // keeps the order of the raw scores).
-            const float new_top = fmax(row_max[m][0], block_top * scale2);
-            const float new_bottom = fmax(row_max[m][1], block_bottom * scale2);
+            const float new_top = fmax(row_max[m][0], block_max_log2(block_top, scale2));
+            const float new_bottom = fmax(row_max[m][1], block_max_log2(block_bottom, scale2));
             const float safe_top = new_top == -INFINITY ? 0.0f : new_top;
             const float safe_bottom = new_bottom == -INFINITY ? 0.0f : new_bottom;
             const float alpha_top = EXP2(row_max[m][0] - safe_top);
@@ -285,8 +314,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         sum_top += QUAD_XOR(sum_top, 2);
         sum_bottom += QUAD_XOR(sum_bottom, 1);
         sum_bottom += QUAD_XOR(sum_bottom, 2);
-        const float inv_top = sum_top > 0.0f ? 1.0f / sum_top : 0.0f;
-        const float inv_bottom = sum_bottom > 0.0f ? 1.0f / sum_bottom : 0.0f;
+        // Empty only when no key was visible; a zero or NaN sum of a row
+        // that saw keys gives NaN (0 * inf, x * NaN), as IEEE arithmetic does.
+        const float inv_top = row_max[m][0] == -INFINITY ? 0.0f : row_in_range(row_max[m][0]) ? 1.0f / sum_top : NAN;
+        const float inv_bottom =
+            row_max[m][1] == -INFINITY ? 0.0f : row_in_range(row_max[m][1]) ? 1.0f / sum_bottom : NAN;
         UNROLL_ALWAYS
         for (int j = 0; j < DIM_TILES; ++j) {
             const int col = j * 8 + 2 * t;
@@ -302,10 +334,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             // Natural units: LSE = ln(2) * (max + log2(sum)).
             if (row_top < seqlen_q)
                 lse[lse_base + (ulong)row_top * lse_stride_s] =
-                    sum_top > 0.0f ? (row_max[m][0] + log2(sum_top)) * M_LN2_F : -INFINITY;
+                    row_in_range(row_max[m][0]) ? flashcl_row_lse2(row_max[m][0], sum_top) : NAN;
             if (row_bottom < seqlen_q)
                 lse[lse_base + (ulong)row_bottom * lse_stride_s] =
-                    sum_bottom > 0.0f ? (row_max[m][1] + log2(sum_bottom)) * M_LN2_F : -INFINITY;
+                    row_in_range(row_max[m][1]) ? flashcl_row_lse2(row_max[m][1], sum_bottom) : NAN;
         }
     }
 }

@@ -30,7 +30,8 @@
 // is a b ~ a_small b_big + a_big b_small + a_big b_big, the three
 // accumulated in float, smallest first; the dropped a_small b_small and the
 // rounding of the small parts are each about 2^-22 of |a b|, near float's
-// own rounding (2^-24), far below TF32's (2^-11). PyTorch's efficient
+// own rounding (2^-24), far below TF32's (2^-11) (the forward leaves the
+// small part unrounded: see TF32_SMALL_ROUNDED). PyTorch's efficient
 // backend computes float attention the same way. The rounding is done with
 // integer operations (round half away from zero at bit 13, as PTX's
 // cvt.rna.tf32), identical in the emulation, and leaves the low 13 bits zero
@@ -286,10 +287,30 @@ inline uint v_pair(__local const uint *v_words, int key, int dim) {
         b[2] = row_[8];                                                                  \
         b[3] = row_[ROW_WORDS + 8];                                                    \
     } while (0)
+// TF32 rounding, half away from zero at bit 13 (as PTX's cvt.rna.tf32.f32),
+// with integer operations that leave the low 13 bits zero. NVIDIA's and
+// llvmpipe's canonical NaN is 0x7fffffff, which the + 0x1000 carries into
+// the sign bit: rounded, such a NaN (made inside a kernel, e.g. dS of a
+// NaN row) becomes -0. The split keeps NaN in the small part instead: x -
+// big is NaN whenever x is NaN or infinite, and the small part is either
+// rounded with a NaN guard or not rounded at all.
 inline uint tf32_round(float x) { return (as_uint(x) + 0x1000u) & 0xffffe000u; }
+// TF32_SMALL_ROUNDED 0 leaves the small part as x - big: the matrix unit
+// reads only its top 19 bits (the emulation's unpack_value likewise), so it
+// is truncated there (error up to 2^-21 |x| instead of 2^-22), with no
+// rounding and no guard. The forward takes it (src/forward_mma.c); the
+// backward keeps the rounding (docs/perf.md).
+#ifndef TF32_SMALL_ROUNDED
+#define TF32_SMALL_ROUNDED 1
+#endif
 inline void tf32_split(uint x, uint *big, uint *small) {
     *big = tf32_round(as_float(x));
-    *small = tf32_round(as_float(x) - as_float(*big));
+    const float rest = as_float(x) - as_float(*big);
+#if TF32_SMALL_ROUNDED
+    *small = isnan(rest) ? as_uint(rest) : tf32_round(rest);
+#else
+    *small = as_uint(rest);
+#endif
 }
 #define PREPARE_A(dst, a)                                                  \
     do {                                                                   \

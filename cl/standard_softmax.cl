@@ -22,16 +22,18 @@ inline int flashcl_visible_keys(int i, int seqlen_q, int seqlen_k, int causal) {
 }
 
 // (m, l) pairs of a running softmax: l = sum of exp(x - m). The -inf guard
-// keeps an empty pair from producing exp(-inf - -inf) = NaN.
+// keeps an empty pair from producing exp(-inf - -inf) = NaN; a NaN sum of a
+// pair whose scores were all NaN is kept.
 inline float2 flashcl_merge_max_sum(float2 a, float2 b) {
     const float m = fmax(a.x, b.x);
-    if (m == -INFINITY) return (float2)(-INFINITY, 0.0f);
+    if (m == -INFINITY) return (float2)(-INFINITY, a.y + b.y);
     return (float2)(m, a.y * exp(a.x - m) + b.y * exp(b.x - m));
 }
 
 // P = softmax(S) row by row, in place, and LSE = max + log(sum) (natural
 // log). Masked keys and every key of a fully masked row get P = 0, and such a
-// row's LSE is -inf, so the following GEMM gives O = 0 there.
+// row's LSE is -inf, so the following GEMM gives O = 0 there. A NaN score
+// makes its row's P and LSE NaN.
 // One work-group per row of the chunk; rows are (head - first_head, i).
 __kernel __attribute__((reqd_work_group_size(ROW_WG, 1, 1))) void flashcl_standard_softmax(
     __global float *scores, ulong first_head, int heads_q, int seqlen_q, int seqlen_k, int causal,
@@ -49,6 +51,7 @@ __kernel __attribute__((reqd_work_group_size(ROW_WG, 1, 1))) void flashcl_standa
     float2 mine = (float2)(-INFINITY, 0.0f);
     for (int j = lid; j < visible; j += ROW_WG) {
         const float x = s[j];
+        if (x == -INFINITY) continue; // weight 0 (an overflowed score); a row of only such is NaN below
         if (x > mine.x) {
             mine.y = mine.y * exp(mine.x - x) + 1.0f;
             mine.x = x;
@@ -62,7 +65,12 @@ __kernel __attribute__((reqd_work_group_size(ROW_WG, 1, 1))) void flashcl_standa
         if (lid < half_width) parts[lid] = flashcl_merge_max_sum(parts[lid], parts[lid + half_width]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    const float row_max = parts[0].x, row_sum = parts[0].y;
+    // The library's rule for rows that see keys: IEEE arithmetic of the
+    // max-subtracted softmax, as the fused kernels compute it. A +inf
+    // maximum gives exp(inf - inf) and visible scores that are all -inf
+    // give exp(-inf - -inf): NaN, never a silently empty row.
+    const float row_max = parts[0].x;
+    const float row_sum = (row_max == -INFINITY || row_max == INFINITY) ? NAN : parts[0].y;
 
     // Second read: normalise; the masked tail is written as exact zeros.
     for (int j = lid; j < seqlen_k; j += ROW_WG) s[j] = j < visible ? exp(s[j] - row_max) / row_sum : 0.0f;

@@ -268,9 +268,33 @@ FLASHCL_API flashcl_status flashcl_context_plan(flashcl_context *ctx, flashcl_pa
  * q, o: (batch, heads_q, seqlen_q, head_dim); k, v: (batch, heads_kv, seqlen_k, head_dim).
  * lse: (batch, heads_q, seqlen_q) float, the natural-log log-sum-exp of each
  * row (-inf for a fully masked row, whose O is 0); lse may be NULL.
+ *
+ * Non-finite values, on every path (portable, tensor-core, standard, and
+ * the CPU reference of `flashcl run --check`): a row is *empty* (O = 0,
+ * LSE = -inf, and in the backward zero dQ and no contribution to dK, dV)
+ * exactly when none of its keys is visible after every mask (causal,
+ * window, block mask, varlen). Otherwise IEEE arithmetic of the
+ * max-subtracted softmax decides: a NaN or Inf in Q, K, V or dO, a +inf
+ * score, or visible scores that all overflow to -inf (scale * q.k below
+ * -FLT_MAX) make the outputs they touch NaN (or Inf), never a silent 0,
+ * and the call still returns FLASHCL_SUCCESS. A masked pair takes no part
+ * in exact arithmetic, but inside a partly masked tile the kernels multiply
+ * a masked pair's operand by an exact zero, so a NaN/Inf in V, K or dO may
+ * also reach entries masked from it there (IEEE 0 x NaN = NaN): louder than
+ * the exact rule, never a finite wrong value. In 3xTF32 (opt-in) an
+ * infinite input element becomes NaN in every product it enters (its small
+ * part is inf - inf). Accurate range: fp32 scores (scale * q.k) of any
+ * finite size on the portable kernels; the tensor-core forward writes a row
+ * whose scaled scores reach ~7.4e8 (2^30 in log2 units) as NaN; gradients
+ * lose relative accuracy as ~6e-8 x |largest score| (P = exp(S - LSE) is
+ * recomputed from two rounded floats): about 1e-4 at scores of 1000,
+ * 1e-3 at 1e4; V entries near FLT_MAX can overflow the accumulation (O =
+ * inf where the exact answer is finite). docs/reliability.md has the
+ * details and the tests.
  * The call waits for wait_list and, if event is non-NULL, returns an event
- * for the work it enqueued. Inputs are validated before anything is enqueued:
- * on an error nothing is written. No output may share a byte with another
+ * for the work it enqueued (the caller releases it). Inputs are validated
+ * before anything is enqueued: on an error nothing is written and *event is
+ * left unchanged. Wait-list events must belong to ctx's cl_context. No output may share a byte with another
  * tensor of the call (FLASHCL_ERROR_ALIASING); outputs interleaved in one
  * buffer with the same strides (a packed layout) are fine when they do not. */
 FLASHCL_API flashcl_status flashcl_forward(flashcl_context *ctx, const flashcl_attention_desc *desc,

@@ -252,13 +252,13 @@ flashcl_status flashcl_backward_host(flashcl_context *ctx, const flashcl_attenti
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_backward_host takes float32 arrays only");
     if (layout != FLASHCL_LAYOUT_BHSD && layout != FLASHCL_LAYOUT_BSHD)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown layout %d", (int)layout);
-    if (!q || !k || !v || !dout || !o || !dq || !dk || !dv)
+    if (!q || !k || !v || !dout || !dq || !dk || !dv)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
-                            "q, k, v, dout, o, dq, dk and dv must not be NULL (only lse may be)");
+                            "q, k, v, dout, dq, dk and dv must not be NULL (only o and lse may be)");
 
-    const size_t q_bytes = (size_t)desc->batch * desc->heads_q * desc->seqlen_q * desc->head_dim * sizeof(float);
-    const size_t kv_bytes = (size_t)desc->batch * desc->heads_kv * desc->seqlen_k * desc->head_dim * sizeof(float);
-    const size_t lse_bytes = (size_t)desc->batch * desc->heads_q * desc->seqlen_q * sizeof(float);
+    size_t q_bytes, kv_bytes, lse_bytes;
+    status = flashcl_host_array_bytes(ctx, desc, &q_bytes, &kv_bytes, &lse_bytes);
+    if (status != FLASHCL_SUCCESS) return status;
     enum { BQ, BK, BV, BDO, BO, BL, BDQ, BDK, BDV, NUM_BUFFERS };
     cl_mem buf[NUM_BUFFERS] = {NULL};
     cl_event forward_done = NULL, backward_done = NULL;

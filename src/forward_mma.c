@@ -118,8 +118,12 @@ flashcl_status flashcl_forward_mma(flashcl_context *ctx, int mode, const flashcl
                                    const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
                                    const cl_event *wait_list, cl_event *event) {
     const flashcl_plan plan = *tiles;
-    char options[192];
-    snprintf(options, sizeof options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DM_TILES=%d -DFLASHCL_MMA_PTX=%d",
+    char options[224];
+    /* TF32_SMALL_ROUNDED=0: the 3xTF32 small parts go to the matrix unit
+     * unrounded (it truncates them): fewer ALU operations (cl/mma.cl). */
+    snprintf(options, sizeof options,
+             "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DM_TILES=%d -DFLASHCL_MMA_PTX=%d "
+             "-DTF32_SMALL_ROUNDED=0",
              (int)desc->dtype, desc->head_dim, plan.block_q, plan.block_k, plan_row_tiles(&plan), mode == 1);
     cl_kernel kernel;
     flashcl_status status = flashcl_get_kernel(ctx, "forward_mma.cl", "flashcl_forward_mma", options, &kernel);

@@ -14,19 +14,19 @@ flashcl_status flashcl_forward_host(flashcl_context *ctx, const flashcl_attentio
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown layout %d", (int)layout);
     if (!q || !k || !v || !o) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "q, k, v and o must not be NULL");
 
-    const size_t q_count = (size_t)desc->batch * desc->heads_q * desc->seqlen_q * desc->head_dim;
-    const size_t kv_count = (size_t)desc->batch * desc->heads_kv * desc->seqlen_k * desc->head_dim;
-    const size_t lse_count = (size_t)desc->batch * desc->heads_q * desc->seqlen_q;
+    size_t q_bytes, kv_bytes, lse_bytes;
+    status = flashcl_host_array_bytes(ctx, desc, &q_bytes, &kv_bytes, &lse_bytes);
+    if (status != FLASHCL_SUCCESS) return status;
     cl_mem bq = NULL, bk = NULL, bv = NULL, bo = NULL, bl = NULL;
     cl_event forward_done = NULL;
     cl_int err = CL_SUCCESS;
     const cl_mem_flags in_flags = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
-    bq = clCreateBuffer(ctx->context, in_flags, q_count * sizeof(float), (void *)q, &err);
-    if (err == CL_SUCCESS) bk = clCreateBuffer(ctx->context, in_flags, kv_count * sizeof(float), (void *)k, &err);
-    if (err == CL_SUCCESS) bv = clCreateBuffer(ctx->context, in_flags, kv_count * sizeof(float), (void *)v, &err);
-    if (err == CL_SUCCESS) bo = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, q_count * sizeof(float), NULL, &err);
+    bq = clCreateBuffer(ctx->context, in_flags, q_bytes, (void *)q, &err);
+    if (err == CL_SUCCESS) bk = clCreateBuffer(ctx->context, in_flags, kv_bytes, (void *)k, &err);
+    if (err == CL_SUCCESS) bv = clCreateBuffer(ctx->context, in_flags, kv_bytes, (void *)v, &err);
+    if (err == CL_SUCCESS) bo = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, q_bytes, NULL, &err);
     if (err == CL_SUCCESS && lse)
-        bl = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, lse_count * sizeof(float), NULL, &err);
+        bl = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, lse_bytes, NULL, &err);
     if (err != CL_SUCCESS) {
         status = flashcl_fail_cl(ctx, err, "clCreateBuffer");
         goto done;
@@ -40,9 +40,9 @@ flashcl_status flashcl_forward_host(flashcl_context *ctx, const flashcl_attentio
      * queue, where enqueue order alone orders nothing. */
     status = flashcl_forward(ctx, desc, &tq, &tk, &tv, &to, lse ? &tl : NULL, 0, NULL, &forward_done);
     if (status != FLASHCL_SUCCESS) goto done;
-    err = clEnqueueReadBuffer(ctx->queue, bo, CL_TRUE, 0, q_count * sizeof(float), o, 1, &forward_done, NULL);
+    err = clEnqueueReadBuffer(ctx->queue, bo, CL_TRUE, 0, q_bytes, o, 1, &forward_done, NULL);
     if (err == CL_SUCCESS && lse)
-        err = clEnqueueReadBuffer(ctx->queue, bl, CL_TRUE, 0, lse_count * sizeof(float), lse, 1, &forward_done,
+        err = clEnqueueReadBuffer(ctx->queue, bl, CL_TRUE, 0, lse_bytes, lse, 1, &forward_done,
                                   NULL);
     if (err != CL_SUCCESS) status = flashcl_fail_cl(ctx, err, "clEnqueueReadBuffer");
 done:

@@ -249,9 +249,40 @@ flashcl_status flashcl_validate_wait_list(flashcl_context *ctx, cl_uint count, c
     if ((count > 0) != (list != NULL))
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
                             "event wait list: count %u does not match the list pointer", (unsigned)count);
-    for (cl_uint i = 0; i < count; ++i)
+    for (cl_uint i = 0; i < count; ++i) {
         if (!list[i]) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "event wait list entry %u is NULL", i);
+        /* OpenCL leaves waiting on another context's event undefined (POCL
+         * runs the call anyway): refuse it here, where it is clear. */
+        cl_context owner = NULL;
+        const cl_int err = clGetEventInfo(list[i], CL_EVENT_CONTEXT, sizeof owner, &owner, NULL);
+        if (err != CL_SUCCESS)
+            return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "event wait list entry %u is not a valid event (%s)",
+                                i, flashcl_cl_error_name(err));
+        if (owner != ctx->context)
+            return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                "event wait list entry %u belongs to another cl_context than the flashcl context's", i);
+    }
     return FLASHCL_SUCCESS;
+}
+
+/* a * b into *out unless it overflows size_t. */
+static int mul_size(size_t a, size_t b, size_t *out) {
+    if (b != 0 && a > SIZE_MAX / b) return 0;
+    *out = a * b;
+    return 1;
+}
+
+flashcl_status flashcl_host_array_bytes(flashcl_context *ctx, const flashcl_attention_desc *d, size_t *q_bytes,
+                                        size_t *kv_bytes, size_t *lse_bytes) {
+    size_t bh_q, bh_kv, rows_q, rows_kv;
+    if (mul_size((size_t)d->batch, (size_t)d->heads_q, &bh_q) && mul_size((size_t)d->batch, (size_t)d->heads_kv, &bh_kv) &&
+        mul_size(bh_q, (size_t)d->seqlen_q, &rows_q) && mul_size(bh_kv, (size_t)d->seqlen_k, &rows_kv) &&
+        mul_size(rows_q, sizeof(float), lse_bytes) && mul_size(rows_q, (size_t)d->head_dim * sizeof(float), q_bytes) &&
+        mul_size(rows_kv, (size_t)d->head_dim * sizeof(float), kv_bytes))
+        return FLASHCL_SUCCESS;
+    return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                        "the host arrays of batch %d, heads %d/%d, seqlen %d/%d, head_dim %d exceed the address space",
+                        d->batch, d->heads_q, d->heads_kv, d->seqlen_q, d->seqlen_k, d->head_dim);
 }
 
 void flashcl_attention_shapes(const flashcl_attention_desc *d, flashcl_shape *q, flashcl_shape *kv,

@@ -69,4 +69,10 @@ void flashcl_attention_shapes(const flashcl_attention_desc *desc, flashcl_shape 
 
 flashcl_status flashcl_validate_wait_list(flashcl_context *ctx, cl_uint count, const cl_event *list);
 
+/* Bytes of the contiguous float32 host arrays of desc (the _host calls):
+ * Q/O/dO/dQ, K/V/dK/dV and LSE; fails (nothing allocated) when a size
+ * overflows size_t. */
+flashcl_status flashcl_host_array_bytes(flashcl_context *ctx, const flashcl_attention_desc *desc, size_t *q_bytes,
+                                        size_t *kv_bytes, size_t *lse_bytes);
+
 #endif

@@ -1,6 +1,7 @@
 /* attention_reference.c: naive attention (scores, softmax, product with V) and its gradients on the CPU. */
 #include "attention_reference.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -88,31 +89,44 @@ static double scale_of(const flashcl_attention_desc *d) {
     return d->scale != 0.0f ? (double)d->scale : 1.0 / sqrt((double)d->head_dim);
 }
 
+/* A score as the kernels hold it: float. A dot product or scaled score past
+ * FLT_MAX overflows to +-inf there, so it does here; below that the double
+ * value is kept (rounding every score to float would blur the golden
+ * reference). Partial sums that overflow while the whole does not are not
+ * modelled: documented as outside the accurate range. */
+static double float_overflow(double x) { return fabs(x) > FLT_MAX ? (double)(float)x : x; }
+
 /* Probabilities of row i of one head into p[0..Sk); returns the row's
- * log-sum-exp (-inf if no key is visible, with p all zero). */
+ * log-sum-exp. The library's rule for non-finite values: a row is empty
+ * (p all zero, LSE -inf) exactly when no key is visible after the masks;
+ * otherwise IEEE arithmetic of the max-subtracted softmax decides, so a NaN
+ * score, a +inf score, or visible scores that are all -inf (an overflow)
+ * give NaN probabilities and a NaN LSE, never a silent empty row. A masked
+ * key takes no part at all (p = 0, seen_by 0: the callers skip its products). */
 static double softmax_row(const ref_row *w, flashcl_ref_precision prec, const float *qrow, const float *khead,
-                          double *p) {
+                          double *p, unsigned char *seen_by) {
     const flashcl_attention_desc *d = w->d;
     const int D = d->head_dim;
     const double scale = r(prec, scale_of(d));
     double m = -INFINITY;
+    int seen = 0;
     for (int j = 0; j < d->seqlen_k; ++j) {
-        if (!visible(w, j)) {
-            p[j] = -INFINITY;
-            continue;
-        }
+        seen_by[j] = (unsigned char)visible(w, j);
+        if (!seen_by[j]) continue;
         double s = 0.0;
         for (int t = 0; t < D; ++t) s = r(prec, s + r(prec, (double)qrow[t] * khead[(size_t)j * D + t]));
-        p[j] = r(prec, s * scale);
-        if (p[j] > m) m = p[j];
+        p[j] = float_overflow(r(prec, float_overflow(s) * scale));
+        if (p[j] > m) m = p[j]; /* NaN never wins: as fmax in the kernels */
+        seen = 1;
     }
-    if (m == -INFINITY) {
+    if (!seen) {
         for (int j = 0; j < d->seqlen_k; ++j) p[j] = 0.0;
         return -INFINITY;
     }
     double sum = 0.0;
     for (int j = 0; j < d->seqlen_k; ++j) {
-        p[j] = p[j] == -INFINITY ? 0.0 : r(prec, exp(p[j] - m));
+        /* With m = -inf (every visible score -inf) or +inf, p - m is NaN. */
+        p[j] = seen_by[j] ? r(prec, exp(p[j] - m)) : 0.0;
         sum = r(prec, sum + p[j]);
     }
     for (int j = 0; j < d->seqlen_k; ++j) p[j] = r(prec, p[j] / sum);
@@ -129,25 +143,32 @@ int flashcl_reference_forward_ex(const flashcl_attention_desc *d, flashcl_ref_pr
                                  const float *v, double *o, double *lse) {
     const int D = d->head_dim, Sq = d->seqlen_q, Sk = d->seqlen_k, group = d->heads_q / d->heads_kv;
     double *p = malloc(sizeof(double) * (size_t)Sk);
-    if (!p) return -1;
+    unsigned char *seen_by = malloc((size_t)Sk);
+    if (!p || !seen_by) {
+        free(p);
+        free(seen_by);
+        return -1;
+    }
     for (int b = 0; b < d->batch; ++b)
         for (int h = 0; h < d->heads_q; ++h) {
             const size_t qh = ((size_t)b * d->heads_q + h) * Sq * D;
             const size_t kh = ((size_t)b * d->heads_kv + h / group) * Sk * D;
             for (int i = 0; i < Sq; ++i) {
                 const ref_row w = {d, extras, b, h, i};
-                double l = softmax_row(&w, prec, q + qh + (size_t)i * D, k + kh, p);
+                double l = softmax_row(&w, prec, q + qh + (size_t)i * D, k + kh, p, seen_by);
                 if (lse) lse[((size_t)b * d->heads_q + h) * Sq + i] = l;
                 /* Dropout acts on the normalised probabilities, after LSE. */
                 for (int j = 0; j < Sk; ++j) p[j] = r(prec, p[j] * dropout_factor(&w, j));
                 for (int t = 0; t < D; ++t) {
                     double acc = 0.0;
-                    for (int j = 0; j < Sk; ++j) acc = r(prec, acc + r(prec, p[j] * v[kh + (size_t)j * D + t]));
+                    for (int j = 0; j < Sk; ++j)
+                        if (seen_by[j]) acc = r(prec, acc + r(prec, p[j] * v[kh + (size_t)j * D + t]));
                     o[qh + (size_t)i * D + t] = acc;
                 }
             }
         }
     free(p);
+    free(seen_by);
     return 0;
 }
 
@@ -164,9 +185,11 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
     const double scale = r(prec, scale_of(d));
     double *p = malloc(sizeof(double) * (size_t)Sk);
     double *dp = malloc(sizeof(double) * (size_t)Sk);
-    if (!p || !dp) {
+    unsigned char *seen_by = malloc((size_t)Sk);
+    if (!p || !dp || !seen_by) {
         free(p);
         free(dp);
+        free(seen_by);
         return -1;
     }
     const size_t kv_count = (size_t)d->batch * d->heads_kv * Sk * D;
@@ -178,13 +201,15 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
             for (int i = 0; i < Sq; ++i) {
                 const float *qrow = q + qh + (size_t)i * D, *dorow = dout + qh + (size_t)i * D;
                 const ref_row w = {d, extras, b, h, i};
-                softmax_row(&w, prec, qrow, k + kh, p);
+                softmax_row(&w, prec, qrow, k + kh, p, seen_by);
                 /* With dropout factors z_j (0 or 1/(1-p); 1 without):
                  * O = sum_j z_j P_j V_j, so dV_j += z_j P_j dO, dP'_j =
                  * z_j (dO . V_j), D_i = sum_j P_j dP'_j (= rowsum(dO * O))
                  * and dS_j = P_j (dP'_j - D_i). */
                 double di = 0.0;
                 for (int j = 0; j < Sk; ++j) {
+                    dp[j] = 0.0;
+                    if (!seen_by[j]) continue; /* a masked pair takes no part, NaN/Inf included */
                     double s = 0.0;
                     for (int t = 0; t < D; ++t) s = r(prec, s + r(prec, (double)dorow[t] * v[kh + (size_t)j * D + t]));
                     dp[j] = r(prec, s * dropout_factor(&w, j));
@@ -192,7 +217,7 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
                 }
                 for (int t = 0; t < D; ++t) dq[qh + (size_t)i * D + t] = 0.0;
                 for (int j = 0; j < Sk; ++j) {
-                    if (p[j] == 0.0) continue;
+                    if (!seen_by[j]) continue;
                     const double ds = r(prec, r(prec, p[j] * r(prec, dp[j] - di)) * scale);
                     const double pz = r(prec, p[j] * dropout_factor(&w, j));
                     for (int t = 0; t < D; ++t) {
@@ -206,6 +231,7 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
         }
     free(p);
     free(dp);
+    free(seen_by);
     return 0;
 }
 

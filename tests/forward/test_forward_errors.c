@@ -530,6 +530,72 @@ START_TEST(test_forward_host_rejects) {
 }
 END_TEST
 
+/* A wait-list event of another cl_context is refused (OpenCL leaves it
+ * undefined; POCL ran the call), and a rejected call leaves *event as it
+ * was. */
+START_TEST(test_foreign_event_rejected) {
+    flashcl_context *ctx = ts_context();
+    call c;
+    call_init(&c, ctx);
+    cl_device_id device = flashcl_context_device(ctx);
+    cl_int err;
+    cl_context other = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    cl_event foreign = clCreateUserEvent(other, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clSetUserEventStatus(foreign, CL_COMPLETE), CL_SUCCESS);
+    cl_event untouched = (cl_event)(uintptr_t)0x5a5a5a5a;
+    cl_event out = untouched;
+    const flashcl_status status = flashcl_forward(ctx, &c.desc, &c.q.view, &c.k.view, &c.v.view, &c.o.view,
+                                                  &c.lse.view, 1, &foreign, &out);
+    expect_rejected(&c, status, FLASHCL_ERROR_INVALID_ARGUMENT, "wait-list event of another context");
+    ck_assert_msg(strstr(flashcl_last_error(ctx), "another cl_context") != NULL, "%s", flashcl_last_error(ctx));
+    ck_assert_msg(out == untouched, "a rejected call changed *event");
+    /* The same call with an event of its own context runs. */
+    cl_event own = clCreateUserEvent(flashcl_context_cl_context(ctx), &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clSetUserEventStatus(own, CL_COMPLETE), CL_SUCCESS);
+    ck_assert_int_eq(flashcl_forward(ctx, &c.desc, &c.q.view, &c.k.view, &c.v.view, &c.o.view, &c.lse.view, 1,
+                                     &own, &out),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(clWaitForEvents(1, &out), CL_SUCCESS);
+    clReleaseEvent(out);
+    clReleaseEvent(own);
+    clReleaseEvent(foreign);
+    clReleaseContext(other);
+    call_free(&c);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+/* The _host calls refuse shapes whose byte counts overflow size_t (each
+ * dimension is valid alone) before allocating anything; backward_host
+ * takes a NULL o as its header says. */
+START_TEST(test_host_size_overflow) {
+    flashcl_context *ctx = ts_context();
+    flashcl_attention_desc d;
+    flashcl_attention_desc_init(&d, 1 << 20, 1 << 10, 1 << 29, 1 << 29, 256); /* Q alone: 2^69 bytes */
+    float in[32] = {0}, out[32];
+    for (int i = 0; i < 32; ++i) out[i] = -7.0f;
+    flashcl_status status = flashcl_forward_host(ctx, &d, FLASHCL_LAYOUT_BHSD, in, in, in, out, NULL);
+    ck_assert_msg(status == FLASHCL_ERROR_INVALID_ARGUMENT, "%s: %s", flashcl_status_string(status),
+                  flashcl_last_error(ctx));
+    status = flashcl_backward_host(ctx, &d, FLASHCL_LAYOUT_BHSD, in, in, in, in, NULL, NULL, out, out, out);
+    ck_assert_msg(status == FLASHCL_ERROR_INVALID_ARGUMENT, "%s: %s", flashcl_status_string(status),
+                  flashcl_last_error(ctx));
+    for (int i = 0; i < 32; ++i) ck_assert(out[i] == -7.0f);
+
+    flashcl_attention_desc_init(&d, 1, 1, 4, 4, 8);
+    float q[32], dq[32], dk[32], dv[32], lse[4];
+    for (int i = 0; i < 32; ++i) q[i] = (float)(i % 7) * 0.1f;
+    ck_assert_msg(flashcl_backward_host(ctx, &d, FLASHCL_LAYOUT_BHSD, q, q, q, q, NULL, lse, dq, dk, dv) ==
+                      FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    for (int i = 0; i < 32; ++i) ck_assert(isfinite(dq[i]) && isfinite(dk[i]) && isfinite(dv[i]));
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 START_TEST(test_status_strings) {
     const flashcl_status all[] = {
 #define FLASHCL_TEST_STATUS(name, value, text) name,
@@ -801,6 +867,8 @@ static Suite *errors_suite(void) {
     tcase_add_test(tc, test_sub_buffers);
     tcase_add_loop_test(tc, test_forced_plan_too_big, 0, 2);
     tcase_add_test(tc, test_forward_host_rejects);
+    tcase_add_test(tc, test_foreign_event_rejected);
+    tcase_add_test(tc, test_host_size_overflow);
     suite_add_tcase(s, tc);
     TCase *api = tcase_create("api");
     tcase_set_timeout(api, TS_CASE_TIMEOUT);
