@@ -286,9 +286,9 @@ FLASHCL_API flashcl_status flashcl_context_plan(flashcl_context *ctx, flashcl_pa
  * part is inf - inf). Accurate range: fp32 scores (scale * q.k) of any
  * finite size on the portable kernels; the tensor-core forward writes a row
  * whose scaled scores reach ~7.4e8 (2^30 in log2 units) as NaN; gradients
- * lose relative accuracy as ~6e-8 x |largest score| (P = exp(S - LSE) is
- * recomputed from two rounded floats): about 1e-4 at scores of 1000,
- * 1e-3 at 1e4; V entries near FLT_MAX can overflow the accumulation (O =
+ * lose relative accuracy as ~1e-7 x |largest score| (P = exp(S - LSE) is
+ * recomputed from two rounded floats): ~5e-4 at scores of 5e3, ~3e-3 at
+ * 5e4, unusable at 5e5; V entries near FLT_MAX can overflow the accumulation (O =
  * inf where the exact answer is finite). docs/reliability.md has the
  * details and the tests.
  * The call waits for wait_list and, if event is non-NULL, returns an event
