@@ -28,17 +28,7 @@ stage_start=$SECONDS
 # ---- packages: what the builds need, installed only where missing (apt, Debian archive) ----
 packages=(build-essential cmake pkg-config ocl-icd-opencl-dev opencl-headers libclblast-dev check pocl-opencl-icd
           mesa-opencl-icd clang-15 libclang-common-15-dev llvm-15)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  echo "ci_sanitize: installing ${missing[*]}" >&2
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash tools/apt_install.sh ci_sanitize "${packages[@]}"
 cc=clang-15
 symbolizer=/usr/lib/llvm-15/bin/llvm-symbolizer
 
