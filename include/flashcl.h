@@ -256,7 +256,9 @@ FLASHCL_API flashcl_status flashcl_query_device_limits(cl_device_id device, flas
 FLASHCL_API flashcl_status flashcl_context_force_plan(flashcl_context *ctx, flashcl_pass pass,
                                                       const flashcl_plan *plan);
 
-/* The plan ctx would use for a problem (the forced one if set). */
+/* The tiles a call of pass on desc would run on ctx (the forced ones if
+ * set): flashcl_explain_call's plan for a dense call on contiguous tensors,
+ * the tensor-core kernel's tiles where that kernel would run. */
 FLASHCL_API flashcl_status flashcl_context_plan(flashcl_context *ctx, flashcl_pass pass,
                                                 const flashcl_attention_desc *desc, flashcl_plan *plan);
 
@@ -452,7 +454,7 @@ FLASHCL_API flashcl_status flashcl_context_set_memory_budget(flashcl_context *ct
  * strides that are multiples of 8 elements, and no forced plan for the
  * pass; any other call runs the portable kernels. The backward keeps its
  * guarantee of the same bits for the same inputs (no atomics), but they
- * are not the portable kernels' bits. flashcl_call_stats.tensor_cores says
+ * are not the portable kernels' bits. flashcl_call_stats.kernel says
  * which kernel ran. fp32 data uses them only when asked for
  * (flashcl_context_set_f32_precision, 3xTF32). */
 typedef enum flashcl_tensor_cores {
@@ -505,27 +507,74 @@ typedef enum flashcl_f32_precision {
 /* Selects how fp32 forward calls compute on ctx (default FULL). */
 FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ctx, flashcl_f32_precision precision);
 
-/* What the last successful flashcl_forward / flashcl_backward on ctx did.
- * FLASHCL_ERROR_INVALID_ARGUMENT (with the detail in flashcl_last_error(ctx))
- * before any has succeeded. */
+/* The kernel family that runs a call (flashcl_call_stats.kernel). Every
+ * report of a call (flashcl_last_call_stats, flashcl_explain_call, the CLI's
+ * run, bench and devices output, JSON and CSV) names it with
+ * flashcl_kernel_kind_name's words. */
+typedef enum flashcl_kernel_kind {
+    /* cl/forward.cl, cl/backward.cl: plain OpenCL C, every device. */
+    FLASHCL_KERNEL_PORTABLE = 0,
+    /* cl/forward_mma.cl, cl/backward_mma.cl on the device's matrix units
+     * (flashcl_call_stats.backend names the instruction set). */
+    FLASHCL_KERNEL_TENSOR_CORE = 1,
+    /* The same kernels with each matrix instruction emulated in local
+     * memory (FLASHCL_TENSOR_CORES_EMULATE): slow, for testing. */
+    FLASHCL_KERNEL_TENSOR_CORE_EMULATED = 2,
+    /* The standard implementation: CLBlast GEMMs and a softmax kernel. */
+    FLASHCL_KERNEL_STANDARD = 3
+} flashcl_kernel_kind;
+
+/* "portable", "tensor-core", "tensor-core-emulated", "standard"; "unknown"
+ * for any other value. */
+FLASHCL_API const char *flashcl_kernel_kind_name(flashcl_kernel_kind kind);
+
+/* Capacity of flashcl_call_stats.build_options, terminator included. */
+#define FLASHCL_BUILD_OPTIONS_CAPACITY 384
+
+/* What one call runs: the execution plan the library's dispatcher chose,
+ * reported by flashcl_last_call_stats after a call and by
+ * flashcl_explain_call before one (the same record either way). */
 typedef struct flashcl_call_stats {
     flashcl_impl impl;
     flashcl_pass pass;
-    /* Device bytes the library allocated for the call beyond the caller's
-     * inputs and outputs (scratch such as S/P or D = rowsum(dO * O)). */
+    /* Device bytes the library allocates for the call beyond the caller's
+     * inputs and outputs (scratch such as S/P, D = rowsum(dO * O) or a block
+     * mask's tile summaries). */
     size_t extra_device_bytes;
     /* Bytes the call moves through global memory as the IO model predicts
      * from its actual plan (see flashcl_predict_global_bytes). */
     double predicted_global_bytes;
-    /* The flash plan used (zero for the standard impl). For the tensor-core
-     * kernel: block_q and block_k its tiles, threads_q its warps, threads_k 32. */
+    /* The tiles (zero for the standard impl). For the tensor-core kernels:
+     * block_q and block_k their tiles (in the backward, block_q the rows
+     * streamed per step and block_k the resident rows), threads_q their
+     * warps, threads_k the sub-group width. */
     flashcl_plan plan;
-    /* 0: portable kernel (or the standard impl), 1: the tensor-core kernel on
-     * matrix units, 2: the tensor-core kernel emulated. */
-    int tensor_cores;
+    /* Which kernel family runs. */
+    flashcl_kernel_kind kernel;
+    /* The matrix-unit backend of a tensor-core kernel ("nvidia-mma-sync",
+     * "emulated"); "" for the portable and standard kernels. */
+    char backend[32];
+    /* The kernel program (a file of cl/) and the -D options it is built
+     * with; both "" for the standard impl, whose GEMMs CLBlast builds. */
+    char program[32];
+    char build_options[FLASHCL_BUILD_OPTIONS_CAPACITY];
 } flashcl_call_stats;
 
 FLASHCL_API flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_stats *stats);
+
+/* What a call of pass with desc and extras (NULL: none) would run on ctx
+ * now, for contiguous tensors (flashcl_tensor_contiguous, either layout):
+ * the record flashcl_last_call_stats gives after that call. Nothing is
+ * built or enqueued. A variable-length batch's offsets are read as the call
+ * reads them (the host copies if given, else the buffers, blocking). A call
+ * whose tensor views are not 16-byte aligned row by row may run the portable
+ * kernel where this says tensor-core; last_call_stats reports what ran.
+ * Fails as the call would (bad desc or extras, no plan fits, over the
+ * memory budget, a feature the implementation lacks). */
+FLASHCL_API flashcl_status flashcl_explain_call(flashcl_context *ctx, flashcl_pass pass,
+                                                const flashcl_attention_desc *desc,
+                                                const flashcl_attention_extras *extras,
+                                                flashcl_call_stats *stats);
 
 /* The IO model: bytes through global memory of one call of impl for desc on
  * ctx's device, from the plan that call would use. Flash forward reads Q and
@@ -535,9 +584,8 @@ FLASHCL_API flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, f
  * only the tiles the kernels visit. A block mask is not counted (its contents
  * live on the device) and a variable-length batch counts as padded to the
  * desc's lengths: for such calls, last_call_stats' figure is an upper bound.
- * The prediction uses the portable kernel's plan; a forward call that runs
- * the tensor-core kernel (which tiles differently) reports its own figure in
- * last_call_stats. */
+ * The plan is the one such a call would run (flashcl_explain_call with impl
+ * selected, no extras): the tensor-core tiles where that kernel would run. */
 FLASHCL_API flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass,
                                                         const flashcl_attention_desc *desc, double *bytes);
 

@@ -1,79 +1,7 @@
-/* backward.c: validates a backward call, plans it and enqueues the kernels of cl/backward.cl; the host-array form. */
-#include <stdio.h>
-
-#include "call_features.h"
-
-static flashcl_status get_backward_kernels(flashcl_context *ctx, const flashcl_attention_desc *desc,
-                                           const flashcl_plan *plan, const flashcl_features *features,
-                                           flashcl_backward_kernels *out) {
-    char options[320];
-    flashcl_format_kernel_options(options, sizeof options, desc, plan);
-    flashcl_features_options(features, options, sizeof options);
-    flashcl_status status;
-    if ((status = flashcl_get_kernel(ctx, "backward.cl", "flashcl_backward_delta", options, &out->delta)) ||
-        (status = flashcl_get_kernel(ctx, "backward.cl", "flashcl_backward_dkdv", options, &out->dkdv)) ||
-        (status = flashcl_get_kernel(ctx, "backward.cl", "flashcl_backward_dq", options, &out->dq)))
-        return status;
-    /* No check of CL_KERNEL_WORK_GROUP_SIZE here: rusticl 22.3 on llvmpipe
-     * reports 32 for these kernels yet runs their work-groups of 128
-     * correctly, as it does the forward's; a device that really cannot run
-     * the plan fails the enqueue with CL_INVALID_WORK_GROUP_SIZE. */
-    return FLASHCL_SUCCESS;
-}
-
-static void arg_inputs(flashcl_kernel_args *a, const flashcl_tensor *q, const flashcl_tensor *k,
-                       const flashcl_tensor *v, const flashcl_tensor *dout, const flashcl_tensor *lse, cl_mem delta) {
-    flashcl_arg_tensor(a, q);
-    flashcl_arg_tensor(a, k);
-    flashcl_arg_tensor(a, v);
-    flashcl_arg_tensor(a, dout);
-    flashcl_arg_tensor(a, lse);
-    flashcl_arg_mem(a, delta);
-}
-
-static int queue_is_in_order(cl_command_queue queue) {
-    cl_command_queue_properties props = 0;
-    if (clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS) return 0;
-    return (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
-}
-
-/* On an in-order queue the order itself is the dependency and dq's event
- * stands for the whole call; an out-of-order queue gets explicit events and
- * a final marker. */
-flashcl_status flashcl_backward_enqueue(flashcl_context *ctx, const flashcl_backward_kernels *kernels, const size_t delta_global[1],
-                                  const size_t delta_local[1], const size_t dkdv_global[2], const size_t dq_global[2],
-                                  size_t work_group, cl_uint num_events, const cl_event *wait_list, cl_event *event) {
-    const int in_order = queue_is_in_order(ctx->queue);
-    const size_t local[2] = {work_group, 1};
-    cl_event delta_done = NULL, tiled_done[2] = {NULL, NULL};
-    flashcl_status status = FLASHCL_SUCCESS;
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernels->delta, 1, NULL, delta_global, delta_local, num_events,
-                                        wait_list, in_order ? NULL : &delta_done);
-    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (backward delta)");
-    const cl_uint deps = in_order ? 0 : 1;
-    const cl_event *dep_list = in_order ? NULL : &delta_done;
-    err = clEnqueueNDRangeKernel(ctx->queue, kernels->dkdv, 2, NULL, dkdv_global, local, deps, dep_list,
-                                 in_order ? NULL : &tiled_done[0]);
-    if (err != CL_SUCCESS) {
-        status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (backward dK/dV)");
-        goto done;
-    }
-    err = clEnqueueNDRangeKernel(ctx->queue, kernels->dq, 2, NULL, dq_global, local, deps, dep_list,
-                                 in_order ? event : &tiled_done[1]);
-    if (err != CL_SUCCESS) {
-        status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (backward dQ)");
-        goto done;
-    }
-    if (!in_order && event) {
-        err = clEnqueueMarkerWithWaitList(ctx->queue, 2, tiled_done, event);
-        if (err != CL_SUCCESS) status = flashcl_fail_cl(ctx, err, "clEnqueueMarkerWithWaitList (backward)");
-    }
-done:
-    if (delta_done) clReleaseEvent(delta_done);
-    for (int i = 0; i < 2; ++i)
-        if (tiled_done[i]) clReleaseEvent(tiled_done[i]);
-    return status;
-}
+/* backward.c: the backward pass's public calls: validate, dispatch (dispatch.c), launch (launch_backward.c or the
+ * standard implementation); the host-array form. */
+#include "launch.h"
+#include "standard_attention.h"
 
 flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_desc *desc, const flashcl_tensor *q,
                                 const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
@@ -83,27 +11,6 @@ flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_de
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_backward: ctx is NULL");
     return flashcl_backward_ex(ctx, desc, NULL, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
                                event_wait_list, event);
-}
-
-/* The tile summaries of a block mask for both tiled kernels: dK/dV walks
- * block_q query rows against block_k keys, dQ the plan transposed. The
- * second waits for the first, so its event stands for both. */
-static flashcl_status build_backward_tiles(flashcl_context *ctx, const flashcl_attention_desc *desc,
-                                           const flashcl_features *f, const flashcl_plan *plan, cl_uint num_events,
-                                           const cl_event *wait_list, flashcl_tile_mask tiles[2], cl_event *done) {
-    cl_event first = NULL;
-    flashcl_status status =
-        flashcl_tile_mask_build(ctx, desc, f, plan->block_q, plan->block_k, num_events, wait_list, &tiles[0], &first);
-    if (status != FLASHCL_SUCCESS) return status;
-    if (!first) {
-        tiles[1] = tiles[0];
-        *done = NULL;
-        return FLASHCL_SUCCESS;
-    }
-    status = flashcl_tile_mask_build(ctx, desc, f, plan->block_k, plan->block_q, 1, &first, &tiles[1], done);
-    clReleaseEvent(first);
-    if (status != FLASHCL_SUCCESS) flashcl_tile_mask_release(&tiles[0]);
-    return status;
 }
 
 flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention_desc *desc,
@@ -133,112 +40,19 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
     flashcl_features features;
     if ((status = flashcl_features_resolve(ctx, desc, extras, &features))) return status;
     features.varlen = varlen;
-    if ((status = flashcl_features_validate_buffers(ctx, desc, shape_desc, &features, tensors, tensor_count)) ||
-        (status = flashcl_features_check_impl(ctx, &features)))
+    if ((status = flashcl_features_validate_buffers(ctx, desc, shape_desc, &features, tensors, tensor_count)))
         return status;
-    if (ctx->impl == FLASHCL_IMPL_STANDARD)
-        return flashcl_standard_backward(ctx, desc, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
+    flashcl_exec_plan plan;
+    /* The tensor-core kernels' 16-byte loads touch these; O and LSE are read by element. */
+    const flashcl_tensor *const views[] = {q, k, v, dout, dq, dk, dv};
+    if ((status = flashcl_plan_call(ctx, FLASHCL_PASS_BACKWARD, desc, &features, views, 7, k, v, &plan)))
+        return status;
+    if (plan.kind == FLASHCL_KERNEL_STANDARD)
+        return flashcl_standard_backward(ctx, &plan, desc, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
                                          event_wait_list, event);
-
-    flashcl_plan plan;
-    const flashcl_tensor *const mma_tensors[7] = {q, k, v, dout, dq, dk, dv};
-    const int mma = flashcl_backward_mma_mode(ctx, desc, flashcl_features_any(&features), mma_tensors, &plan);
-    if (mma)
-        return flashcl_backward_mma(ctx, mma, &plan, desc, q, k, v, o, lse, dout, dq, dk, dv, num_events_in_wait_list,
-                                    event_wait_list, event);
-    if ((status = flashcl_resolve_plan(ctx, FLASHCL_PASS_BACKWARD, desc, &plan))) return status;
-    /* The only scratch: D = rowsum(dO * O), one float per query row (O(N)). */
-    /* With a packed batch D is (heads_q, total_q), the delta kernel seeing one sequence of total_q rows. */
-    const int delta_seqlen = varlen.on ? varlen.total_q : desc->seqlen_q;
-    const size_t rows = (size_t)(varlen.on ? 1 : desc->batch) * (size_t)desc->heads_q * (size_t)delta_seqlen;
-    const size_t tile_bytes = flashcl_tile_mask_bytes(desc, &features, plan.block_q, plan.block_k) +
-                              flashcl_tile_mask_bytes(desc, &features, plan.block_k, plan.block_q);
-    const size_t scratch_bytes = rows * sizeof(float) + tile_bytes;
-    if (ctx->memory_budget != 0 && scratch_bytes > ctx->memory_budget)
-        return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
-                            "the backward pass needs %zu bytes of scratch, the memory budget is %zu", scratch_bytes,
-                            ctx->memory_budget);
-    flashcl_backward_kernels kernels;
-    if ((status = get_backward_kernels(ctx, desc, &plan, &features, &kernels))) return status;
-
-    cl_int err;
-    cl_mem delta = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, rows * sizeof(float), NULL, &err);
-    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clCreateBuffer (backward scratch)");
-    flashcl_tile_mask tiles[2];
-    cl_event tiles_done = NULL;
-    status = build_backward_tiles(ctx, desc, &features, &plan, num_events_in_wait_list, event_wait_list, tiles,
-                                  &tiles_done);
-    if (status != FLASHCL_SUCCESS) {
-        clReleaseMemObject(delta);
-        return status;
-    }
-    if (tiles_done) {
-        num_events_in_wait_list = 1;
-        event_wait_list = &tiles_done;
-    }
-
-    const int group_size = desc->heads_q / desc->heads_kv;
-    const float scale = flashcl_effective_scale(desc);
-    flashcl_kernel_args a = {kernels.delta, 0, CL_SUCCESS};
-    flashcl_arg_tensor(&a, o);
-    flashcl_arg_tensor(&a, dout);
-    flashcl_arg_mem(&a, delta);
-    flashcl_arg_int(&a, desc->heads_q);
-    flashcl_arg_int(&a, delta_seqlen);
-    flashcl_arg_ulong(&a, rows);
-    cl_int args_error = a.error;
-
-    a = (flashcl_kernel_args){kernels.dkdv, 0, CL_SUCCESS};
-    arg_inputs(&a, q, k, v, dout, lse, delta);
-    flashcl_arg_tensor(&a, dk);
-    flashcl_arg_tensor(&a, dv);
-    flashcl_arg_int(&a, desc->heads_q);
-    flashcl_arg_int(&a, desc->heads_kv);
-    flashcl_arg_int(&a, group_size);
-    flashcl_arg_int(&a, desc->seqlen_q);
-    flashcl_arg_int(&a, desc->seqlen_k);
-    flashcl_arg_float(&a, scale);
-    flashcl_arg_int(&a, features.causal);
-    flashcl_arg_features(&a, &features, &tiles[0]);
-    if (args_error == CL_SUCCESS) args_error = a.error;
-
-    a = (flashcl_kernel_args){kernels.dq, 0, CL_SUCCESS};
-    arg_inputs(&a, q, k, v, dout, lse, delta);
-    flashcl_arg_tensor(&a, dq);
-    flashcl_arg_int(&a, desc->heads_q);
-    flashcl_arg_int(&a, group_size);
-    flashcl_arg_int(&a, desc->seqlen_q);
-    flashcl_arg_int(&a, desc->seqlen_k);
-    flashcl_arg_float(&a, scale);
-    flashcl_arg_int(&a, features.causal);
-    flashcl_arg_features(&a, &features, &tiles[1]);
-    if (args_error == CL_SUCCESS) args_error = a.error;
-    if (args_error != CL_SUCCESS) {
-        status = flashcl_fail_cl(ctx, args_error, "clSetKernelArg (backward)");
-        goto done;
-    }
-
-    /* The delta kernel is a plain row loop: any work-group size divides a
-     * global size rounded up to it. */
-    size_t delta_local[1] = {64};
-    if (delta_local[0] > ctx->limits.max_work_group_size) delta_local[0] = ctx->limits.max_work_group_size;
-    const size_t delta_global[1] = {(rows + delta_local[0] - 1) / delta_local[0] * delta_local[0]};
-    const size_t block = (size_t)plan.block_k, wg = plan.work_group_size;
-    const size_t key_blocks = ((size_t)desc->seqlen_k + block - 1) / block;
-    const size_t query_blocks = ((size_t)desc->seqlen_q + block - 1) / block;
-    const size_t dkdv_global[2] = {key_blocks * wg, (size_t)desc->batch * (size_t)desc->heads_kv};
-    const size_t dq_global[2] = {query_blocks * wg, (size_t)desc->batch * (size_t)desc->heads_q};
-    status = flashcl_backward_enqueue(ctx, &kernels, delta_global, delta_local, dkdv_global, dq_global, wg,
-                         num_events_in_wait_list, event_wait_list, event);
-    if (status == FLASHCL_SUCCESS)
-        flashcl_record_stats(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_BACKWARD, desc, &plan, scratch_bytes);
-done:
-    /* The kernels keep the buffers alive until they finish. */
-    clReleaseMemObject(delta);
-    if (tiles_done) clReleaseEvent(tiles_done);
-    if (tiles[1].tiles != tiles[0].tiles) flashcl_tile_mask_release(&tiles[1]);
-    flashcl_tile_mask_release(&tiles[0]);
-    return status;
+    const flashcl_backward_tensors all = {q, k, v, o, lse, dout, dq, dk, dv};
+    return flashcl_launch_backward(ctx, &plan, desc, &features, &all, num_events_in_wait_list, event_wait_list,
+                                   event);
 }
 
 flashcl_status flashcl_backward_host(flashcl_context *ctx, const flashcl_attention_desc *desc, flashcl_layout layout,

@@ -219,16 +219,6 @@ flashcl_status flashcl_features_validate_buffers(flashcl_context *ctx, const fla
     return FLASHCL_SUCCESS;
 }
 
-flashcl_status flashcl_features_check_impl(flashcl_context *ctx, const flashcl_features *f) {
-    if (ctx->impl != FLASHCL_IMPL_STANDARD || !flashcl_features_any(f)) return FLASHCL_SUCCESS;
-    return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                        "the standard implementation has no %s; select FLASHCL_IMPL_FLASH",
-                        f->window       ? "sliding window"
-                        : f->block_mask ? "block mask"
-                        : f->dropout    ? "dropout"
-                                        : "variable-length batch");
-}
-
 void flashcl_features_options(const flashcl_features *f, char *options, size_t size) {
     size_t used = strlen(options);
     if (f->window && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_WINDOW=1");
@@ -286,7 +276,7 @@ flashcl_status flashcl_tile_mask_build(flashcl_context *ctx, const flashcl_atten
         flashcl_tile_mask_release(out);
         return flashcl_fail_cl(ctx, a.error, "clSetKernelArg (block mask tiles)");
     }
-    const size_t local = 64 <= ctx->limits.max_work_group_size ? 64 : 1;
+    const size_t local = 64 <= ctx->caps.limits.max_work_group_size ? 64 : 1;
     const size_t global[2] = {ceil_div(rows * cols, local) * local, (size_t)f->mask_heads};
     const size_t local_size[2] = {local, 1};
     err = clEnqueueNDRangeKernel(ctx->queue, kernel, 2, NULL, global, local_size, num_events, wait_list, done);

@@ -61,10 +61,6 @@ flashcl_status flashcl_features_validate_buffers(flashcl_context *ctx, const fla
                                                  const flashcl_attention_desc *shape_desc, const flashcl_features *f,
                                                  const flashcl_call_tensor *tensors, int count);
 
-/* FLASHCL_ERROR_UNSUPPORTED if the standard implementation is selected and
- * the call uses a feature it lacks. */
-flashcl_status flashcl_features_check_impl(flashcl_context *ctx, const flashcl_features *f);
-
 /* Appends the features' -D options (nothing for a dense call, so the dense
  * kernels build exactly as before). */
 void flashcl_features_options(const flashcl_features *f, char *options, size_t size);

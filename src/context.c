@@ -35,33 +35,10 @@ flashcl_status flashcl_query_device_limits(cl_device_id device, flashcl_device_l
     return FLASHCL_SUCCESS;
 }
 
-/* cl_nv_device_attribute_query's compute capability (not in every CL header). */
-#define FLASHCL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
-
-/* 1 for NVIDIA devices whose OpenCL compiler takes the inline PTX of
- * cl/forward_mma.cl: mma.sync m16n8k16 with f16 and bf16 needs sm_80. */
-static int device_has_ptx_mma(cl_device_id device) {
-    size_t size = 0;
-    if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &size) != CL_SUCCESS || size == 0) return 0;
-    char *extensions = calloc(size + 1, 1);
-    if (!extensions) return 0; /* the portable kernels still work */
-    const int listed = clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, size, extensions, NULL) == CL_SUCCESS &&
-                       strstr(extensions, "cl_nv_device_attribute_query") != NULL;
-    free(extensions);
-    if (!listed) return 0;
-    cl_uint major = 0;
-    if (clGetDeviceInfo(device, FLASHCL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS)
-        return 0;
-    return major >= 8;
-}
-
 /* Everything after the queue is known: limits, name, kernel directory. */
 static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context_options *options) {
-    flashcl_status status = flashcl_query_device_limits(ctx->device, &ctx->limits);
+    flashcl_status status = flashcl_device_caps_query(ctx->device, &ctx->caps);
     if (status != FLASHCL_SUCCESS) return status; /* its message names the failed query */
-    clGetDeviceInfo(ctx->device, CL_DEVICE_NAME, sizeof ctx->device_name - 1, ctx->device_name, NULL);
-    ctx->has_ptx_mma = device_has_ptx_mma(ctx->device);
-    ctx->loop_limited = strstr(ctx->device_name, "llvmpipe") != NULL;
     const char *dir = options ? options->kernel_dir : NULL;
     if (!dir || !*dir) dir = getenv("FLASHCL_KERNEL_DIR");
     if (dir && *dir) {
@@ -164,6 +141,6 @@ flashcl_status flashcl_context_limits(flashcl_context *ctx, flashcl_device_limit
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_limits: ctx is NULL");
     flashcl_clear_error(ctx);
     if (!limits) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "limits is NULL");
-    *limits = ctx->limits;
+    *limits = ctx->caps.limits;
     return FLASHCL_SUCCESS;
 }

@@ -34,7 +34,7 @@ flashcl_status flashcl_dropout_mask(flashcl_context *ctx, const flashcl_attentio
     if (a.error != CL_SUCCESS) return flashcl_fail_cl(ctx, a.error, "clSetKernelArg (dropout mask)");
     /* 16 columns per work-group: the local size must divide the global one. */
     size_t local[3] = {16, 1, 1};
-    if (local[0] > ctx->limits.max_work_group_size) local[0] = 1;
+    if (local[0] > ctx->caps.limits.max_work_group_size) local[0] = 1;
     const size_t global[3] = {(sk + local[0] - 1) / local[0] * local[0], sq,
                               (size_t)desc->batch * (size_t)desc->heads_q};
     cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernel, 3, NULL, global, local, num_events_in_wait_list,

@@ -1,7 +1,9 @@
-/* impl_settings.c: per-context choice of implementation, memory budget, and the last call's stats. */
+/* impl_settings.c: a context's settings (implementation, tensor cores, fp32 precision, forced plans, memory
+ * budget) and the last call's stats. */
 #include <string.h>
 
 #include "internal.h"
+#include "mma_backends.h"
 
 flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashcl_impl impl) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_impl: ctx is NULL");
@@ -22,7 +24,9 @@ flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx, flashcl_te
     return FLASHCL_SUCCESS;
 }
 
-int flashcl_context_has_tensor_cores(const flashcl_context *ctx) { return ctx && ctx->has_ptx_mma; }
+int flashcl_context_has_tensor_cores(const flashcl_context *ctx) {
+    return ctx && flashcl_mma_backend_select(&ctx->caps, FLASHCL_TENSOR_CORES_AUTO) != NULL;
+}
 
 flashcl_status flashcl_context_set_f32_precision(flashcl_context *ctx, flashcl_f32_precision precision) {
     if (!ctx)
@@ -42,17 +46,6 @@ flashcl_status flashcl_context_set_memory_budget(flashcl_context *ctx, size_t by
     return FLASHCL_SUCCESS;
 }
 
-void flashcl_record_stats(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass,
-                          const flashcl_attention_desc *desc, const flashcl_plan *plan, size_t extra_device_bytes) {
-    memset(&ctx->last_stats, 0, sizeof ctx->last_stats);
-    ctx->last_stats.impl = impl;
-    ctx->last_stats.pass = pass;
-    ctx->last_stats.extra_device_bytes = extra_device_bytes;
-    ctx->last_stats.predicted_global_bytes = flashcl_io_model_bytes(desc, impl, pass, plan);
-    if (plan) ctx->last_stats.plan = *plan;
-    ctx->last_stats_valid = 1;
-}
-
 flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_stats *stats) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_last_call_stats: ctx is NULL");
     /* The query takes a const context, yet its failure needs a message where
@@ -67,5 +60,15 @@ flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_
                             "flashcl_last_call_stats: no flashcl_forward or flashcl_backward has succeeded on this "
                             "context yet");
     *stats = ctx->last_stats;
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_context_force_plan(flashcl_context *ctx, flashcl_pass pass, const flashcl_plan *plan) {
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_force_plan: ctx is NULL");
+    flashcl_clear_error(ctx);
+    if (pass != FLASHCL_PASS_FORWARD && pass != FLASHCL_PASS_BACKWARD)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown pass %d", (int)pass);
+    ctx->forced_plan_set[pass] = plan != NULL;
+    if (plan) ctx->forced_plan[pass] = *plan;
     return FLASHCL_SUCCESS;
 }

@@ -187,20 +187,3 @@ double flashcl_io_model_bytes(const flashcl_attention_desc *desc, flashcl_impl i
     if (!plan || plan->block_q < 1 || plan->block_k < 1) return 0.0;
     return pass == FLASHCL_PASS_FORWARD ? flash_forward_bytes(desc, plan, e) : flash_backward_bytes(desc, plan, e);
 }
-
-flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass,
-                                            const flashcl_attention_desc *desc, double *bytes) {
-    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_predict_global_bytes: ctx is NULL");
-    flashcl_clear_error(ctx);
-    if (!bytes) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "bytes is NULL");
-    if (impl != FLASHCL_IMPL_FLASH && impl != FLASHCL_IMPL_STANDARD)
-        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown implementation %d", (int)impl);
-    if (pass != FLASHCL_PASS_FORWARD && pass != FLASHCL_PASS_BACKWARD)
-        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown pass %d", (int)pass);
-    flashcl_status status = flashcl_validate_desc(ctx, desc);
-    if (status != FLASHCL_SUCCESS) return status;
-    flashcl_plan plan = {0};
-    if (impl == FLASHCL_IMPL_FLASH && (status = flashcl_resolve_plan(ctx, pass, desc, &plan))) return status;
-    *bytes = flashcl_io_model_bytes(desc, impl, pass, impl == FLASHCL_IMPL_FLASH ? &plan : NULL);
-    return FLASHCL_SUCCESS;
-}

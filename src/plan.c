@@ -38,7 +38,7 @@ static int is_positive_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0;
 
 flashcl_status flashcl_plan_check(const flashcl_device_limits *limits, flashcl_pass pass, int head_dim,
                                   flashcl_dtype dtype, flashcl_plan *p, char *reason, size_t reason_size) {
-    char scratch[8];
+    char scratch[192]; /* reasons are formatted even when the caller wants none: room for the longest */
     if (!reason) {
         reason = scratch;
         reason_size = sizeof scratch;

@@ -1,6 +1,7 @@
 /* standard_backward.c: standard attention's backward pass: CLBlast GEMMs around a softmax-gradient kernel over stored P. */
 #include "kernel_args.h"
 #include "standard.h"
+#include "standard_attention.h"
 
 /* Score matrices of the backward scratch. */
 enum { SCORES_P = 0, SCORES_DS = 1 };
@@ -95,17 +96,13 @@ static flashcl_status run_all(flashcl_context *ctx, const flashcl_attention_desc
     return flashcl_standard_gemm(ctx, desc, scores, &g->dq, all_heads, dry_run);
 }
 
-flashcl_status flashcl_standard_backward(flashcl_context *ctx, const flashcl_attention_desc *desc,
-                                         const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
-                                         const flashcl_tensor *o, const flashcl_tensor *lse,
-                                         const flashcl_tensor *dout, const flashcl_tensor *dq,
-                                         const flashcl_tensor *dk, const flashcl_tensor *dv, cl_uint num_events,
-                                         const cl_event *wait_list, cl_event *event) {
-    if (desc->dtype != FLASHCL_DTYPE_F32)
-        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                            "the standard implementation supports float32 only (dtype %d); use the flash "
-                            "implementation for half and bfloat16",
-                            (int)desc->dtype);
+flashcl_status flashcl_standard_backward(flashcl_context *ctx, const flashcl_exec_plan *plan,
+                                         const flashcl_attention_desc *desc, const flashcl_tensor *q,
+                                         const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
+                                         const flashcl_tensor *lse, const flashcl_tensor *dout,
+                                         const flashcl_tensor *dq, const flashcl_tensor *dk, const flashcl_tensor *dv,
+                                         cl_uint num_events, const cl_event *wait_list, cl_event *event) {
+    /* The dispatcher has checked the dtype and the features. */
     if (!lse)
         return flashcl_fail(ctx, FLASHCL_ERROR_MISSING_LSE,
                             "the backward pass needs the log-sum-exp its forward wrote (lse is NULL)");
@@ -128,6 +125,6 @@ flashcl_status flashcl_standard_backward(flashcl_context *ctx, const flashcl_att
         status = flashcl_standard_finish(ctx, event);
     flashcl_scores_release(&scores);
     if (status == FLASHCL_SUCCESS)
-        flashcl_record_stats(ctx, FLASHCL_IMPL_STANDARD, FLASHCL_PASS_BACKWARD, desc, NULL, scores.total_bytes);
+        flashcl_record_stats(ctx, plan);
     return status;
 }

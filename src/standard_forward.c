@@ -1,6 +1,7 @@
 /* standard_forward.c: standard attention's forward pass: CLBlast S = scale Q K^T, a softmax kernel, CLBlast O = P V. */
 #include "kernel_args.h"
 #include "standard.h"
+#include "standard_attention.h"
 
 /* S = scale * Q K^T and O = P V, per (batch, query head). */
 static void forward_gemms(const flashcl_attention_desc *desc, const flashcl_tensor *q, const flashcl_tensor *k,
@@ -39,15 +40,12 @@ static flashcl_status enqueue_softmax(flashcl_context *ctx, const flashcl_attent
     return FLASHCL_SUCCESS;
 }
 
-flashcl_status flashcl_standard_forward(flashcl_context *ctx, const flashcl_attention_desc *desc,
-                                        const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
-                                        const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
-                                        const cl_event *wait_list, cl_event *event) {
-    if (desc->dtype != FLASHCL_DTYPE_F32)
-        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                            "the standard implementation supports float32 only (dtype %d); use the flash "
-                            "implementation for half and bfloat16",
-                            (int)desc->dtype);
+flashcl_status flashcl_standard_forward(flashcl_context *ctx, const flashcl_exec_plan *plan,
+                                        const flashcl_attention_desc *desc, const flashcl_tensor *q,
+                                        const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
+                                        const flashcl_tensor *lse, cl_uint num_events, const cl_event *wait_list,
+                                        cl_event *event) {
+    /* The dispatcher has checked the dtype and the features. */
     flashcl_scores scores;
     flashcl_status status = flashcl_scores_plan(ctx, desc, 1, &scores);
     if (status != FLASHCL_SUCCESS) return status;
@@ -75,6 +73,6 @@ flashcl_status flashcl_standard_forward(flashcl_context *ctx, const flashcl_atte
         status = flashcl_standard_finish(ctx, event);
     flashcl_scores_release(&scores);
     if (status == FLASHCL_SUCCESS)
-        flashcl_record_stats(ctx, FLASHCL_IMPL_STANDARD, FLASHCL_PASS_FORWARD, desc, NULL, scores.total_bytes);
+        flashcl_record_stats(ctx, plan);
     return status;
 }

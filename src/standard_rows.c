@@ -12,7 +12,7 @@
 flashcl_status flashcl_standard_row_kernel(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                            const char *name, cl_kernel *kernel, size_t *work_group) {
     size_t wg = ROW_WORK_GROUP_TARGET;
-    while (wg > ctx->limits.max_work_group_size && wg > 1) wg /= 2;
+    while (wg > ctx->caps.limits.max_work_group_size && wg > 1) wg /= 2;
     /* The compiled kernel may allow less than the device: halve until it fits. */
     for (;; wg /= 2) {
         char options[96];

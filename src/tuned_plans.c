@@ -1,7 +1,7 @@
 /* tuned_plans.c: plans measured to be fastest on specific devices; they override the planner's default. */
 #include <string.h>
 
-#include "internal.h"
+#include "device_caps.h"
 
 typedef struct tuned_plan {
     const char *device_substring; /* matched against CL_DEVICE_NAME */
@@ -34,14 +34,18 @@ static const tuned_plan tuned_plans[] = {
     {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F16, 128, {8, 32, 8, 16, 0, 0}},
 };
 
-int flashcl_tuned_plan(const flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc,
+/* 1 and *plan set if a measured plan exists for caps' device and this
+ * problem, else 0 (dispatch.c). */
+int flashcl_tuned_plan(const flashcl_device_caps *caps, flashcl_pass pass, const flashcl_attention_desc *desc,
+                       flashcl_plan *plan);
+int flashcl_tuned_plan(const flashcl_device_caps *caps, flashcl_pass pass, const flashcl_attention_desc *desc,
                        flashcl_plan *plan) {
     for (size_t i = 0; i < sizeof tuned_plans / sizeof tuned_plans[0]; ++i) {
         const tuned_plan *t = &tuned_plans[i];
         if (t->pass != pass || t->dtype != desc->dtype || t->head_dim != desc->head_dim) continue;
-        if (!strstr(ctx->device_name, t->device_substring)) continue;
+        if (!strstr(caps->name, t->device_substring)) continue;
         flashcl_plan candidate = t->plan;
-        if (flashcl_plan_check(&ctx->limits, pass, desc->head_dim, desc->dtype, &candidate, NULL, 0) != FLASHCL_SUCCESS)
+        if (flashcl_plan_check(&caps->limits, pass, desc->head_dim, desc->dtype, &candidate, NULL, 0) != FLASHCL_SUCCESS)
             continue;
         *plan = candidate;
         return 1;

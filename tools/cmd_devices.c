@@ -17,8 +17,10 @@ static void print_help(FILE *out) {
             "Lists every OpenCL platform and device. The [N] index is what --device N and\n"
             "FLASHCL_DEVICE=N select. The device flashcl picks by default (FLASHCL_DEVICE,\n"
             "else the first GPU, else the first device) is marked (default); with --device\n"
-            "SPEC the device SPEC selects is marked instead. For each device the tile plans\n"
-            "of the planner are shown for float32 and head dims 64 and 128.\n");
+            "SPEC the device SPEC selects is marked instead. For each device: what a call\n"
+            "would run with default settings (the kernel, its matrix-unit backend if any,\n"
+            "and its tiles), for float32 and float16, head dims 64 and 128, forward and\n"
+            "backward.\n");
 }
 
 /* The device a context created with `spec` would use, or NULL (with the reason in why). */
@@ -37,29 +39,66 @@ static cl_device_id default_device(const char *spec, char *why, size_t why_size)
     return device;
 }
 
+/* A flashcl context on device (its own OpenCL context and queue), or NULL. */
+static flashcl_context *context_on(cl_device_id device) {
+    cl_int err;
+    cl_context cl_ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+    if (err != CL_SUCCESS) return NULL;
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    cl_command_queue queue = clCreateCommandQueue(cl_ctx, device, 0, &err);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+    flashcl_context *ctx = NULL;
+    if (err == CL_SUCCESS) {
+        if (flashcl_context_create_from_queue(&ctx, queue, NULL) != FLASHCL_SUCCESS) ctx = NULL;
+        clReleaseCommandQueue(queue); /* the flashcl context holds its own references */
+    }
+    clReleaseContext(cl_ctx);
+    return ctx;
+}
+
+/* What a call would run on the device with default settings (the library's
+ * dispatcher, flashcl_explain_call): kernel, backend and tiles per dtype,
+ * head dim and pass. */
 static void print_plans(cl_device_id device) {
-    flashcl_device_limits limits;
-    flashcl_status status = flashcl_query_device_limits(device, &limits);
-    if (status != FLASHCL_SUCCESS) {
-        printf("      plans: n/a (%s)\n", flashcl_status_string(status));
+    flashcl_context *ctx = context_on(device);
+    if (!ctx) {
+        printf("      plans: n/a (%s)\n", flashcl_last_error(NULL));
         return;
     }
+    static const flashcl_dtype dtypes[] = {FLASHCL_DTYPE_F32, FLASHCL_DTYPE_F16};
     static const int head_dims[] = {64, 128};
     static const struct {
         flashcl_pass pass;
         const char *name;
     } passes[] = {{FLASHCL_PASS_FORWARD, "forward"}, {FLASHCL_PASS_BACKWARD, "backward"}};
-    for (size_t d = 0; d < sizeof head_dims / sizeof head_dims[0]; ++d)
-        for (size_t p = 0; p < sizeof passes / sizeof passes[0]; ++p) {
-            flashcl_plan plan;
-            status = flashcl_plan_choose(&limits, passes[p].pass, head_dims[d], FLASHCL_DTYPE_F32, 0, &plan);
-            char text[160];
-            if (status == FLASHCL_SUCCESS)
-                cli_format_plan(&plan, text, sizeof text);
-            else
-                snprintf(text, sizeof text, "n/a (%s)", flashcl_status_string(status));
-            printf("      plan d=%-3d %s: %s\n", head_dims[d], passes[p].name, text);
-        }
+    for (size_t t = 0; t < sizeof dtypes / sizeof dtypes[0]; ++t)
+        for (size_t d = 0; d < sizeof head_dims / sizeof head_dims[0]; ++d)
+            for (size_t p = 0; p < sizeof passes / sizeof passes[0]; ++p) {
+                flashcl_attention_desc desc;
+                flashcl_attention_desc_init(&desc, 1, 1, 4096, 4096, head_dims[d]);
+                desc.dtype = dtypes[t];
+                flashcl_call_stats stats;
+                const flashcl_status status = flashcl_explain_call(ctx, passes[p].pass, &desc, NULL, &stats);
+                char text[200], plan[160];
+                if (status == FLASHCL_SUCCESS) {
+                    cli_format_plan(&stats.plan, plan, sizeof plan);
+                    if (stats.backend[0])
+                        snprintf(text, sizeof text, "%s (%s), %s", flashcl_kernel_kind_name(stats.kernel),
+                                 stats.backend, plan);
+                    else
+                        snprintf(text, sizeof text, "%s, %s", flashcl_kernel_kind_name(stats.kernel), plan);
+                } else {
+                    snprintf(text, sizeof text, "n/a (%s)", flashcl_status_string(status));
+                }
+                printf("      plan %-3s d=%-3d %s: %s\n", dtypes[t] == FLASHCL_DTYPE_F32 ? "f32" : "f16",
+                       head_dims[d], passes[p].name, text);
+            }
+    flashcl_context_free(ctx);
 }
 
 static void print_device(cl_device_id device, unsigned index, int is_default, const char *marker) {

@@ -149,17 +149,6 @@ static flashcl_tensor view(const run_state *s, int which, int heads, int seqlen)
     return flashcl_tensor_contiguous(s->t[which].buffer, s->options.layout, heads, seqlen, s->inputs.desc.head_dim);
 }
 
-/* Which flash kernel ran, from the call's stats rather than --tensor-cores:
- * the library falls back to the portable kernel for calls the tensor-core
- * one does not take. The portable kernel's line stays as it always was. */
-static const char *kernel_note(int tensor_cores) {
-    switch (tensor_cores) {
-    case 1: return "tensor cores, ";
-    case 2: return "tensor cores (emulated), ";
-    default: return "";
-    }
-}
-
 static void print_call(const char *pass, const run_state *s) {
     flashcl_call_stats stats;
     if (flashcl_last_call_stats(s->ctx, &stats) != FLASHCL_SUCCESS) return;
@@ -167,9 +156,16 @@ static void print_call(const char *pass, const run_state *s) {
         printf("%s: standard attention (CLBlast), %zu extra device bytes\n", pass, stats.extra_device_bytes);
         return;
     }
+    /* The kernel that ran, from the call's stats rather than --tensor-cores:
+     * the library runs the portable kernel for calls the tensor-core one does
+     * not take. */
     char plan[160];
     cli_format_plan(&stats.plan, plan, sizeof plan);
-    printf("%s: flash, %s%s\n", pass, kernel_note(stats.tensor_cores), plan);
+    if (stats.backend[0])
+        printf("%s: flash, kernel %s (backend %s), %s\n", pass, flashcl_kernel_kind_name(stats.kernel), stats.backend,
+               plan);
+    else
+        printf("%s: flash, kernel %s, %s\n", pass, flashcl_kernel_kind_name(stats.kernel), plan);
 }
 
 static void print_problem(const run_state *s) {

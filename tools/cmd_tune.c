@@ -337,6 +337,10 @@ int flashcl_cmd_tune(int argc, char **argv) {
         cli_report_library_error("tune", "creating the context", NULL, status);
         return FLASHCL_EXIT_FAILURE;
     }
+    /* tune ranks the portable kernels' tiles (a forced plan runs them): the
+     * default it compares against must be their plan too, not the
+     * tensor-core kernel's. */
+    flashcl_context_set_tensor_cores(s.ctx, FLASHCL_TENSOR_CORES_OFF);
     flashcl_attention_desc_init(&s.desc, o.batch, o.heads, o.seqlen, o.seqlen, o.head_dim);
     s.desc.causal = o.causal;
     s.desc.dtype = o.dtype;

@@ -63,7 +63,7 @@ static int last_tensor_cores(flashcl_context *ctx) {
     flashcl_call_stats stats;
     ck_assert_int_eq(flashcl_last_call_stats(ctx, &stats), FLASHCL_SUCCESS);
     ck_assert_int_eq(stats.pass, FLASHCL_PASS_BACKWARD);
-    return stats.tensor_cores;
+    return (int)stats.kernel;
 }
 
 static int on_llvmpipe(flashcl_context *ctx) {

@@ -16,14 +16,14 @@ static const char *const FIELDS[] = {"impl", "direction", "batch", "heads", "seq
                                      "median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes",
                                      "max_abs_err", "dropout", "block_density", "status", "device",
                                      "varlen_ms", "varlen_tflops", "varlen_speedup", "varlen_flops", "padded_flops",
-                                     "varlen_tokens", "tensor_cores"};
+                                     "varlen_tokens", "kernel"};
 /* The --varlen fields: numbers on flash rows of a --varlen run, null elsewhere. */
 static const char *const VARLEN_FIELDS[] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
                                             "varlen_flops", "padded_flops",  "varlen_tokens"};
 enum { VARLEN_FIELD_COUNT = sizeof VARLEN_FIELDS / sizeof VARLEN_FIELDS[0], FIRST_VARLEN_COLUMN = 17 };
 enum { FIELD_COUNT = sizeof FIELDS / sizeof FIELDS[0] };
 /* The CSV's last column (the JSON, read by name, has it before status). */
-enum { TENSOR_CORES_COLUMN = FIELD_COUNT - 1 };
+enum { KERNEL_COLUMN = FIELD_COUNT - 1 };
 
 static void work_path(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", g_workdir, name); }
 
@@ -78,8 +78,12 @@ static void check_schema(const json_record *r) {
     ck_assert_int_eq(field(r, "causal")->type, JSON_BOOL);
     number(r, "batch"), number(r, "heads"), number(r, "seqlen"), number(r, "head_dim");
     number(r, "dropout"), number(r, "block_density");
-    const double tensor_cores = number(r, "tensor_cores");
-    ck_assert_msg(tensor_cores == 0 || tensor_cores == 1 || tensor_cores == 2, "tensor_cores %g", tensor_cores);
+    const char *kernel = text(r, "kernel");
+    ck_assert_msg(strcmp(kernel, "portable") == 0 || strcmp(kernel, "tensor-core") == 0 ||
+                      strcmp(kernel, "tensor-core-emulated") == 0 || strcmp(kernel, "standard") == 0,
+                  "kernel '%s'", kernel);
+    ck_assert_msg(strcmp(text(r, "impl"), "standard") != 0 || strcmp(kernel, "standard") == 0,
+                  "a standard row says kernel '%s'", kernel);
     const char *measured[] = {"median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes", "max_abs_err"};
     for (int i = 0; i < 5; ++i) {
         const json_type type = field(r, measured[i])->type;
@@ -170,7 +174,7 @@ static void check_csv_matches(const char *name, const json_record *records, int 
     char *csv = read_text_file(path);
     const char *header = "impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,"
                          "extra_device_bytes,predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device,"
-                         "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens,tensor_cores\n";
+                         "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens,kernel\n";
     ck_assert_msg(strncmp(csv, header, strlen(header)) == 0, "CSV header: %.200s", csv);
     const char *line = csv + strlen(header);
     int rows = 0;
@@ -191,10 +195,8 @@ static void check_csv_matches(const char *name, const json_record *records, int 
             ck_assert_int_eq(fields[k][0] == '\0', is_null(r, FIELDS[k]));
             if (fields[k][0]) ck_assert(fabs(atof(fields[k]) - number(r, FIELDS[k])) <= 1e-5 * fabs(number(r, FIELDS[k])));
         }
-        ck_assert_str_eq(FIELDS[TENSOR_CORES_COLUMN], "tensor_cores");
-        const char *tensor_cores = fields[TENSOR_CORES_COLUMN];
-        ck_assert_msg(strlen(tensor_cores) == 1 && atoi(tensor_cores) == (int)number(r, "tensor_cores"),
-                      "CSV tensor_cores '%s', JSON %g", tensor_cores, number(r, "tensor_cores"));
+        ck_assert_str_eq(FIELDS[KERNEL_COLUMN], "kernel");
+        ck_assert_str_eq(fields[KERNEL_COLUMN], text(r, "kernel"));
         const char *next = strchr(line, '\n');
         line = next ? next + 1 : line + strlen(line);
     }
@@ -225,7 +227,8 @@ START_TEST(tiny_sweep_reports_every_field) {
         ck_assert_int_eq((int)number(&records[i], "head_dim"), 32);
         ck_assert_int_eq((int)field(&records[i], "causal")->number, 0);
         ck_assert_str_eq(text(&records[i], "dtype"), "f32");
-        ck_assert_int_eq((int)number(&records[i], "tensor_cores"), 0); /* float32: always the portable kernel */
+        /* float32: always the portable kernel */
+        ck_assert_str_eq(text(&records[i], "kernel"), strcmp(text(&records[i], "impl"), "flash") == 0 ? "portable" : "standard");
     }
     const int seqlens[2] = {64, 128};
     for (int s = 0; s < 2; ++s) {
@@ -540,22 +543,23 @@ static int run_tensor_cores(const char *mode, json_record **records) {
     return count;
 }
 
-/* emulate: both rows (fwd+bwd included: its forward) record tensor_cores 2
- * and the table marks them; off: 0 and the table says plain flash. */
+/* emulate: both rows (fwd+bwd included: its forward) record the emulated
+ * kernel and the table names it; off: the portable kernel. */
 START_TEST(tensor_cores_recorded) {
     json_record *records = NULL;
     int count = run_tensor_cores("emulate", &records);
-    for (int i = 0; i < count; ++i) ck_assert_int_eq((int)number(&records[i], "tensor_cores"), 2);
+    for (int i = 0; i < count; ++i) ck_assert_str_eq(text(&records[i], "kernel"), "tensor-core-emulated");
     free(records);
     char *out = captured("tc_emulate", "out");
-    ck_assert_msg(strstr(out, "   100     1  flash-tce ") && strstr(out, "flash-tce = those kernels"), "table:\n%s", out);
+    ck_assert_msg(strstr(out, "   100     1  flash/tensor-core-emulated ") && strstr(out, "impl/kernel: flash rows"),
+                  "table:\n%s", out);
     free(out);
 
     count = run_tensor_cores("off", &records);
-    for (int i = 0; i < count; ++i) ck_assert_int_eq((int)number(&records[i], "tensor_cores"), 0);
+    for (int i = 0; i < count; ++i) ck_assert_str_eq(text(&records[i], "kernel"), "portable");
     free(records);
     out = captured("tc_off", "out");
-    ck_assert_msg(strstr(out, "   100     1  flash     ") && !strstr(out, "flash-tc"), "table:\n%s", out);
+    ck_assert_msg(strstr(out, "   100     1  flash/portable ") && !strstr(out, "flash/tensor-core"), "table:\n%s", out);
     free(out);
 
     char *bad[] = {"--tensor-cores", "bogus", NULL};

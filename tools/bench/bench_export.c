@@ -54,8 +54,8 @@ static int close_output(FILE *f, const char *path) {
 }
 
 /* The --varlen fields, after every older one (CSV columns keep their places).
- * tensor_cores came later still: the CSV's last column, while the JSON,
- * read by name, has it before status. */
+ * kernel came later still (flashcl_kernel_kind_name's word): the CSV's last
+ * column, while the JSON, read by name, has it before status. */
 enum { VARLEN_FIELDS = 6 };
 static const char *const VARLEN_NAMES[VARLEN_FIELDS] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
                                                         "varlen_flops", "padded_flops",  "varlen_tokens"};
@@ -90,7 +90,8 @@ int bench_write_json(const char *path, const bench_record_list *records) {
             fprintf(f, ", \"%s\": ", names[k]);
             write_number(f, values[k], "null");
         }
-        fprintf(f, ", \"tensor_cores\": %d", r->tensor_cores);
+        fprintf(f, ", \"kernel\": ");
+        write_json_string(f, flashcl_kernel_kind_name(r->kernel));
         fputs(", \"status\": ", f);
         write_json_string(f, r->status);
         fputs(", \"device\": ", f);
@@ -113,7 +114,7 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
     fputs("impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,extra_device_bytes,"
           "predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device", f);
     for (int k = 0; k < VARLEN_FIELDS; ++k) fprintf(f, ",%s", VARLEN_NAMES[k]);
-    fputs(",tensor_cores\n", f);
+    fputs(",kernel\n", f);
     for (size_t i = 0; i < records->count; ++i) {
         const bench_record *r = &records->items[i];
         fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
@@ -134,7 +135,7 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
             fputc(',', f);
             write_number(f, varlen[k], "");
         }
-        fprintf(f, ",%d\n", r->tensor_cores);
+        fprintf(f, ",%s\n", flashcl_kernel_kind_name(r->kernel));
     }
     return close_output(f, path);
 }

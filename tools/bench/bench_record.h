@@ -31,7 +31,7 @@ typedef struct bench_record {
     double varlen_flops;   /* FLOPs the sequences need: the FLOP formula summed over their lengths */
     double padded_flops;   /* FLOPs of the padded call (B sequences of N) */
     double varlen_tokens;  /* sum of the lengths (the padded batch holds B x N) */
-    int tensor_cores;  /* the forward's flashcl_call_stats.tensor_cores (0: portable kernel) */
+    flashcl_kernel_kind kernel; /* flashcl_call_stats.kernel of the pass (forward+backward: the backward's) */
     int ok;            /* the measurement ran */
     int out_of_memory; /* it failed for lack of device memory */
     int unsupported;   /* the implementation cannot run this configuration (standard with f16/bf16) */

@@ -103,6 +103,9 @@ static void fill_identity(const bench_timing_request *r, bench_record *record) {
     record->dtype = r->desc->dtype;
     record->dropout = r->desc->dropout_p;
     record->block_density = 1.0;
+    /* Until a call says which kernel ran (a row whose calls fail never
+     * does): the implementation's own. */
+    record->kernel = r->impl == FLASHCL_IMPL_STANDARD ? FLASHCL_KERNEL_STANDARD : FLASHCL_KERNEL_PORTABLE;
     bench_record_clear_measurements(record);
 }
 
@@ -133,6 +136,7 @@ flashcl_status bench_time(const bench_timing_request *r, bench_record *record) {
     flashcl_call_stats fwd_stats, bwd_stats;
     memset(&fwd_stats, 0, sizeof fwd_stats);
     memset(&bwd_stats, 0, sizeof bwd_stats);
+    fwd_stats.kernel = bwd_stats.kernel = record->kernel;
     const int sets = r->buffers->set_count;
     for (int i = 0; i < r->warmup && status == FLASHCL_SUCCESS; ++i) {
         bench_progress_run("warm-up", i + 1, r->warmup);
@@ -167,8 +171,7 @@ flashcl_status bench_time(const bench_timing_request *r, bench_record *record) {
     record->predicted_hbm_bytes = traffic;
     /* Forward+backward rows name the backward's kernels; the forward picks
      * its kernel by the same rule. */
-    record->tensor_cores =
-        r->direction == BENCH_DIR_FORWARD_BACKWARD ? bwd_stats.tensor_cores : fwd_stats.tensor_cores;
+    record->kernel = r->direction == BENCH_DIR_FORWARD_BACKWARD ? bwd_stats.kernel : fwd_stats.kernel;
     return FLASHCL_SUCCESS;
 }
 

@@ -29,20 +29,15 @@ static void format_number(double value, const char *format, char *out, size_t ou
         snprintf(out, out_size, format, value);
 }
 
-/* The impl column. A flash row whose forward ran the tensor-core kernel says
- * so: its time is not the portable kernel's, and a --tensor-cores auto run
- * uses it only where the device and the call allow. The JSON and CSV keep
- * "flash" and carry the kernel in their tensor_cores field. */
-static const char *row_impl_label(const bench_record *r) {
-    if (r->impl == FLASHCL_IMPL_FLASH && r->tensor_cores == 1) return "flash-tc";
-    if (r->impl == FLASHCL_IMPL_FLASH && r->tensor_cores == 2) return "flash-tce";
-    return bench_impl_name(r->impl);
-}
-
-static int any_tensor_cores(const bench_record_list *records) {
-    for (size_t i = 0; i < records->count; ++i)
-        if (records->items[i].tensor_cores != 0) return 1;
-    return 0;
+/* The impl column: flash rows add their kernel (flashcl_kernel_kind_name's
+ * words, "flash/tensor-core"): its time is not the portable kernel's, and a
+ * --tensor-cores auto run uses the tensor-core kernel only where the device
+ * and the call allow. */
+static void row_impl_label(const bench_record *r, char *out, size_t size) {
+    if (r->impl != FLASHCL_IMPL_FLASH)
+        snprintf(out, size, "%s", bench_impl_name(r->impl));
+    else
+        snprintf(out, size, "%s/%s", bench_impl_name(r->impl), flashcl_kernel_kind_name(r->kernel));
 }
 
 static void print_row(FILE *out, const bench_record *r, const bench_record_list *records) {
@@ -58,8 +53,10 @@ static void print_row(FILE *out, const bench_record *r, const bench_record_list 
         const bench_record *standard = bench_records_find(records, r->seqlen, FLASHCL_IMPL_STANDARD, r->direction);
         if (standard && standard->ok) snprintf(speedup, sizeof speedup, "%.2fx", standard->median_ms / r->median_ms);
     }
-    fprintf(out, "%6d %5d  %-9s %10s %8s %8s %10s %12s %8s %10s  %s%s\n", r->seqlen, r->batch,
-            row_impl_label(r), ms, tflops, speedup, extra, traffic, bandwidth, error, r->status,
+    char impl[48];
+    row_impl_label(r, impl, sizeof impl);
+    fprintf(out, "%6d %5d  %-26s %10s %8s %8s %10s %12s %8s %10s  %s%s\n", r->seqlen, r->batch,
+            impl, ms, tflops, speedup, extra, traffic, bandwidth, error, r->status,
             r->check_failed ? " (check FAILED)" : "");
 }
 
@@ -100,7 +97,7 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
         if (o->dropout > 0.0 || o->block_density < 1.0)
             fprintf(out, "dropout %g, block density %g (block size %d; TFLOP/s counts the dense FLOPs)\n",
                     o->dropout, o->block_density, o->block_size);
-        fprintf(out, "%6s %5s  %-9s %10s %8s %8s %10s %12s %8s %10s  %s\n", "N", "B", "impl", "ms", "TFLOP/s",
+        fprintf(out, "%6s %5s  %-26s %10s %8s %8s %10s %12s %8s %10s  %s\n", "N", "B", "impl/kernel", "ms", "TFLOP/s",
                 "speedup", "extra mem", "pred. bytes", "GB/s", "max|diff|", "status");
         for (size_t i = 0; i < records->count; ++i)
             if (records->items[i].direction == (bench_direction)direction) print_row(out, &records->items[i], records);
@@ -109,9 +106,8 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
     fprintf(out, "\nspeedup = standard time / flash time; extra mem = device memory beyond the inputs and outputs;\n"
                  "pred. bytes = global-memory traffic of the IO model, GB/s = pred. bytes / time;\n"
                  "max|diff| = max abs difference between flash and standard outputs on the same inputs.\n");
-    if (any_tensor_cores(records))
-        fprintf(out, "flash-tc = the pass ran the tensor-core kernels on matrix units (forward+backward rows: both\n"
-                     "passes), flash-tce = those kernels with their matrix instructions emulated (slow; for tests).\n");
+    fprintf(out, "impl/kernel: flash rows name the kernel that ran: portable, tensor-core (matrix units;\n"
+                 "forward+backward rows: the backward's), tensor-core-emulated (emulated: slow, for tests).\n");
     if (o->varlen)
         fprintf(out, "varlen: speedup = padded ms / varlen ms; GFLOP needed = the FLOP formula summed over the\n"
                      "real lengths, TFLOP/s = GFLOP needed / varlen ms; the packed calls get host copies of the\n"

@@ -1,0 +1,278 @@
+/* dispatch.c: from (device caps, settings, problem) to the execution plan; no OpenCL calls, no context. */
+#include "dispatch.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* tuned_plans.c */
+int flashcl_tuned_plan(const flashcl_device_caps *caps, flashcl_pass pass, const flashcl_attention_desc *desc,
+                       flashcl_plan *plan);
+
+static flashcl_status refuse(char *reason, size_t size, flashcl_status status, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static flashcl_status refuse(char *reason, size_t size, flashcl_status status, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    if (reason && size) vsnprintf(reason, size, format, args);
+    va_end(args);
+    return status;
+}
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+int flashcl_views_alignment(const flashcl_tensor *const *views, int count) {
+    size_t bits = 0;
+    for (int i = 0; i < count; ++i)
+        if (views[i]) bits |= views[i]->offset | views[i]->stride_batch | views[i]->stride_head | views[i]->stride_seq;
+    for (int a = 8; a > 1; a /= 2)
+        if (bits % (size_t)a == 0) return a;
+    return 1;
+}
+
+/* Appends to the plan's options. */
+static void add_options(flashcl_exec_plan *plan, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void add_options(flashcl_exec_plan *plan, const char *format, ...) {
+    const size_t used = strlen(plan->options);
+    if (used >= sizeof plan->options) return;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(plan->options + used, sizeof plan->options - used, format, args);
+    va_end(args);
+}
+
+/* The tensor-core backend a call may use, or NULL: the context's mode and
+ * implementation, a forced plan (it names portable tiles: the caller asked
+ * for that kernel), features, fp32 without 3xTF32 (slightly short of float's
+ * precision: only on request), head_dim, the views' alignment, tiles that
+ * fit and the backend's own limits. */
+static const flashcl_mma_backend *tensor_core_backend(const flashcl_device_caps *caps, const flashcl_settings *s,
+                                                      const flashcl_problem *p, flashcl_plan *tiles) {
+    const flashcl_attention_desc *desc = p->desc;
+    const flashcl_mma_backend *b = flashcl_mma_backend_select(caps, s->tensor_cores);
+    if (!b || s->impl != FLASHCL_IMPL_FLASH || s->forced_plan_set || flashcl_features_any(p->features)) return NULL;
+    if (desc->dtype == FLASHCL_DTYPE_F32 && s->f32_precision != FLASHCL_F32_3XTF32) return NULL;
+    if (!flashcl_mma_problem_supported(desc->head_dim)) return NULL;
+    if (p->views_alignment % flashcl_mma_row_alignment(desc->dtype) != 0) return NULL;
+    if (!flashcl_mma_choose_tiles(caps, b, p->pass, desc->head_dim, desc->dtype, tiles)) return NULL;
+    if (b->fits && !b->fits(caps, p->pass, desc, tiles)) return NULL;
+    return b;
+}
+
+/* The portable kernels' tiles: the forced plan (checked), a tuned one for
+ * the device, or the planner's. */
+static flashcl_status portable_tiles(const flashcl_device_caps *caps, const flashcl_settings *s,
+                                     const flashcl_problem *p, flashcl_plan *tiles, char *reason, size_t size) {
+    const flashcl_attention_desc *desc = p->desc;
+    const char *pass_name = p->pass == FLASHCL_PASS_FORWARD ? "forward" : "backward";
+    if (s->forced_plan_set) {
+        char why[256];
+        *tiles = s->forced_plan;
+        flashcl_status status =
+            flashcl_plan_check(&caps->limits, p->pass, desc->head_dim, desc->dtype, tiles, why, sizeof why);
+        if (status != FLASHCL_SUCCESS)
+            return refuse(reason, size, status, "forced %s plan %dx%d (threads %dx%d) does not fit %s: %s", pass_name,
+                          tiles->block_q, tiles->block_k, tiles->threads_q, tiles->threads_k, caps->name, why);
+        return FLASHCL_SUCCESS;
+    }
+    if (flashcl_tuned_plan(caps, p->pass, desc, tiles)) return FLASHCL_SUCCESS;
+    flashcl_status status =
+        flashcl_plan_choose(&caps->limits, p->pass, desc->head_dim, desc->dtype, desc->causal, tiles);
+    if (status != FLASHCL_SUCCESS)
+        return refuse(reason, size, status,
+                      "no %s tile plan fits %s (local memory %zu bytes, work-group %zu) for head_dim %d", pass_name,
+                      caps->name, caps->limits.local_mem_bytes, caps->limits.max_work_group_size, desc->head_dim);
+    return FLASHCL_SUCCESS;
+}
+
+/* Program, kernels and build options of a flash plan. Never
+ * -cl-fast-relaxed-math: the online softmax relies on exact -inf handling. */
+static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_exec_plan *plan) {
+    const flashcl_attention_desc *desc = p->desc;
+    const flashcl_plan *t = &plan->tiles;
+    const int forward = p->pass == FLASHCL_PASS_FORWARD;
+    plan->kernel_count = forward ? 1 : 3;
+    if (plan->backend) {
+        plan->program = forward ? "forward_mma.cl" : "backward_mma.cl";
+        if (forward) {
+            plan->kernel_names[0] = "flashcl_forward_mma";
+            /* TF32_SMALL_ROUNDED=0: the 3xTF32 small parts go to the matrix
+             * unit unrounded (it truncates them): fewer ALU operations (cl/mma.cl). */
+            add_options(plan,
+                        "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DM_TILES=%d "
+                        "-DFLASHCL_MMA_PTX=%d -DTF32_SMALL_ROUNDED=0",
+                        (int)desc->dtype, desc->head_dim, t->block_q, t->block_k,
+                        t->block_q / (16 * t->threads_q), plan->backend->ptx);
+        } else {
+            plan->kernel_names[0] = "flashcl_backward_mma_delta";
+            plan->kernel_names[1] = "flashcl_backward_mma_dkdv";
+            plan->kernel_names[2] = "flashcl_backward_mma_dq";
+            /* BLOCK_Q and BLOCK_K are both the streamed step (the resident
+             * rows are 16 per warp). */
+            add_options(plan, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DWARPS=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DFLASHCL_MMA_PTX=%d",
+                        (int)desc->dtype, desc->head_dim, t->threads_q, t->block_q, t->block_q, plan->backend->ptx);
+        }
+        return;
+    }
+    plan->program = forward ? "forward.cl" : "backward.cl";
+    plan->portable_args = 1;
+    add_options(plan, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DTHREADS_Q=%d -DTHREADS_K=%d",
+                (int)desc->dtype, desc->head_dim, t->block_q, t->block_k, t->threads_q, t->threads_k);
+    if (forward) {
+        plan->kernel_names[0] = "flashcl_forward";
+        /* float4 reads of K and V need every row start 16-byte aligned: float
+         * data, rows of a multiple of 4 elements the plan does not pad, and
+         * offsets and strides in multiples of 4. */
+        const int kv_vec4 = desc->dtype == FLASHCL_DTYPE_F32 && desc->head_dim % 4 == 0 &&
+                            desc->head_dim % t->threads_k == 0 && kv_alignment % 4 == 0;
+        add_options(plan, " -DKV_VEC4=%d", kv_vec4);
+    } else {
+        plan->kernel_names[0] = "flashcl_backward_delta";
+        plan->kernel_names[1] = "flashcl_backward_dkdv";
+        plan->kernel_names[2] = "flashcl_backward_dq";
+    }
+    flashcl_features_options(p->features, plan->options, sizeof plan->options);
+}
+
+/* Grids, scratch and block-mask summaries of a flash plan. */
+static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem *p, flashcl_exec_plan *plan) {
+    const flashcl_attention_desc *desc = p->desc;
+    const flashcl_features *f = p->features;
+    const flashcl_plan *t = &plan->tiles;
+    const size_t wg = t->work_group_size, bh_q = (size_t)desc->batch * (size_t)desc->heads_q;
+    if (p->pass == FLASHCL_PASS_FORWARD) {
+        plan->work_dims[0] = 2;
+        plan->global[0][0] = ceil_div((size_t)desc->seqlen_q, (size_t)t->block_q) * wg;
+        plan->global[0][1] = bh_q;
+        plan->local[0][0] = wg;
+        plan->local[0][1] = 1;
+        if (f->block_mask) {
+            plan->mask_tiles[0][0] = t->block_q;
+            plan->mask_tiles[0][1] = t->block_k;
+        }
+        plan->extra_device_bytes = flashcl_tile_mask_bytes(desc, f, t->block_q, t->block_k);
+        return;
+    }
+    /* D: one float per query row; with a packed batch (heads_q, total_q),
+     * the delta kernel seeing one sequence of total_q rows. */
+    plan->delta_seqlen = f->varlen.on ? f->varlen.total_q : desc->seqlen_q;
+    plan->delta_rows = (size_t)(f->varlen.on ? 1 : desc->batch) * (size_t)desc->heads_q * (size_t)plan->delta_seqlen;
+    /* The delta kernel is a plain row loop: any work-group size divides a
+     * global size rounded up to it. */
+    size_t delta_local = 64;
+    if (delta_local > caps->limits.max_work_group_size) delta_local = caps->limits.max_work_group_size;
+    plan->work_dims[FLASHCL_KERNEL_DELTA] = 1;
+    plan->global[FLASHCL_KERNEL_DELTA][0] = ceil_div(plan->delta_rows, delta_local) * delta_local;
+    plan->local[FLASHCL_KERNEL_DELTA][0] = delta_local;
+    /* Both tiled kernels own block_k rows per work-group: keys in dK/dV,
+     * queries in dQ. */
+    const size_t own = (size_t)t->block_k;
+    plan->work_dims[FLASHCL_KERNEL_DKDV] = plan->work_dims[FLASHCL_KERNEL_DQ] = 2;
+    plan->global[FLASHCL_KERNEL_DKDV][0] = ceil_div((size_t)desc->seqlen_k, own) * wg;
+    plan->global[FLASHCL_KERNEL_DKDV][1] = (size_t)desc->batch * (size_t)desc->heads_kv;
+    plan->global[FLASHCL_KERNEL_DQ][0] = ceil_div((size_t)desc->seqlen_q, own) * wg;
+    plan->global[FLASHCL_KERNEL_DQ][1] = bh_q;
+    for (int k = FLASHCL_KERNEL_DKDV; k <= FLASHCL_KERNEL_DQ; ++k) {
+        plan->local[k][0] = wg;
+        plan->local[k][1] = 1;
+    }
+    size_t tile_bytes = 0;
+    if (f->block_mask) {
+        /* dK/dV walks block_q query rows against block_k keys, dQ the plan transposed. */
+        plan->mask_tiles[0][0] = plan->mask_tiles[1][1] = t->block_q;
+        plan->mask_tiles[0][1] = plan->mask_tiles[1][0] = t->block_k;
+        tile_bytes = flashcl_tile_mask_bytes(desc, f, t->block_q, t->block_k) +
+                     flashcl_tile_mask_bytes(desc, f, t->block_k, t->block_q);
+    }
+    plan->extra_device_bytes = plan->delta_rows * sizeof(float) + tile_bytes;
+}
+
+/* The standard implementation's N x N matrices (S and P; S, dP, then P and
+ * dS in the backward, two live at a time), SIZE_MAX past the address space. */
+static size_t standard_bytes(const flashcl_attention_desc *desc, flashcl_pass pass) {
+    const double bytes = (double)desc->batch * desc->heads_q * (double)desc->seqlen_q * (double)desc->seqlen_k *
+                         sizeof(float) * (pass == FLASHCL_PASS_FORWARD ? 1 : 2);
+    return bytes >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
+}
+
+static const char *feature_name(const flashcl_features *f) {
+    return f->window ? "sliding window" : f->block_mask ? "block mask" : f->dropout ? "dropout" : "variable-length batch";
+}
+
+flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_settings *settings,
+                                const flashcl_problem *problem, flashcl_exec_plan *plan, char *reason,
+                                size_t reason_size) {
+    const flashcl_attention_desc *desc = problem->desc;
+    memset(plan, 0, sizeof *plan);
+    plan->impl = settings->impl;
+    plan->pass = problem->pass;
+    if (settings->impl == FLASHCL_IMPL_STANDARD) {
+        if (flashcl_features_any(problem->features))
+            return refuse(reason, reason_size, FLASHCL_ERROR_UNSUPPORTED,
+                          "the standard implementation has no %s; select FLASHCL_IMPL_FLASH",
+                          feature_name(problem->features));
+        if (desc->dtype != FLASHCL_DTYPE_F32)
+            return refuse(reason, reason_size, FLASHCL_ERROR_UNSUPPORTED,
+                          "the standard implementation supports float32 only (dtype %d); use the flash "
+                          "implementation for half and bfloat16",
+                          (int)desc->dtype);
+        /* Its own sizing (standard_scores.c) checks the budget and the
+         * device's memory: it splits the matrices by allocation limits. */
+        plan->kind = FLASHCL_KERNEL_STANDARD;
+        plan->extra_device_bytes = standard_bytes(desc, problem->pass);
+        plan->predicted_global_bytes = flashcl_io_model_bytes(desc, settings->impl, problem->pass, NULL);
+        return FLASHCL_SUCCESS;
+    }
+    plan->backend = tensor_core_backend(caps, settings, problem, &plan->tiles);
+    if (plan->backend) {
+        plan->kind = plan->backend->kind;
+    } else {
+        plan->kind = FLASHCL_KERNEL_PORTABLE;
+        flashcl_status status = portable_tiles(caps, settings, problem, &plan->tiles, reason, reason_size);
+        if (status != FLASHCL_SUCCESS) return status;
+    }
+    flash_program(problem, problem->kv_alignment, plan);
+    flash_launch(caps, problem, plan);
+    if (settings->memory_budget != 0 && plan->extra_device_bytes > settings->memory_budget) {
+        if (problem->pass == FLASHCL_PASS_FORWARD)
+            return refuse(reason, reason_size, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
+                          "the block mask's tile summary needs %zu bytes, the memory budget is %zu",
+                          plan->extra_device_bytes, settings->memory_budget);
+        return refuse(reason, reason_size, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
+                      "the backward pass needs %zu bytes of scratch, the memory budget is %zu",
+                      plan->extra_device_bytes, settings->memory_budget);
+    }
+    plan->predicted_global_bytes = flashcl_io_model_bytes(desc, settings->impl, problem->pass, &plan->tiles);
+    return FLASHCL_SUCCESS;
+}
+
+void flashcl_exec_plan_report(const flashcl_exec_plan *plan, flashcl_call_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    stats->impl = plan->impl;
+    stats->pass = plan->pass;
+    stats->extra_device_bytes = plan->extra_device_bytes;
+    stats->predicted_global_bytes = plan->predicted_global_bytes;
+    stats->plan = plan->tiles;
+    stats->kernel = plan->kind;
+    if (plan->backend) snprintf(stats->backend, sizeof stats->backend, "%s", plan->backend->name);
+    if (plan->program) snprintf(stats->program, sizeof stats->program, "%s", plan->program);
+    snprintf(stats->build_options, sizeof stats->build_options, "%s", plan->options);
+}
+
+const char *flashcl_kernel_kind_name(flashcl_kernel_kind kind) {
+    switch (kind) {
+    case FLASHCL_KERNEL_PORTABLE: return "portable";
+    case FLASHCL_KERNEL_TENSOR_CORE: return "tensor-core";
+    case FLASHCL_KERNEL_TENSOR_CORE_EMULATED: return "tensor-core-emulated";
+    case FLASHCL_KERNEL_STANDARD: return "standard";
+    }
+    return "unknown";
+}

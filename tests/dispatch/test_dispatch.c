@@ -1,0 +1,333 @@
+/* test_dispatch.c: the dispatcher as a pure function: made-up devices (vendor, compute capability, local memory,
+ * work-group limits), context settings and problems in, execution plans out; no OpenCL device. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dispatch.h"
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* An H100 as its OpenCL driver reports it: 48 KiB local memory, 1024-wide work-groups, sm_90. */
+static flashcl_device_caps h100(void) {
+    flashcl_device_caps c;
+    memset(&c, 0, sizeof c);
+    c.limits = (flashcl_device_limits){48 * 1024, 1024, 32, 132};
+    snprintf(c.name, sizeof c.name, "NVIDIA H100 80GB HBM3");
+    c.vendor = FLASHCL_VENDOR_NVIDIA;
+    c.compute_capability = 90;
+    c.subgroup_width = 32;
+    return c;
+}
+
+static flashcl_device_caps device(flashcl_vendor vendor, int cc, size_t local, size_t group, const char *name) {
+    flashcl_device_caps c;
+    memset(&c, 0, sizeof c);
+    c.limits = (flashcl_device_limits){local, group, 32, 64};
+    snprintf(c.name, sizeof c.name, "%s", name);
+    c.vendor = vendor;
+    c.compute_capability = cc;
+    c.loop_limited = strstr(name, "llvmpipe") != NULL;
+    return c;
+}
+
+static flashcl_settings defaults(void) {
+    flashcl_settings s;
+    memset(&s, 0, sizeof s);
+    s.impl = FLASHCL_IMPL_FLASH;
+    s.tensor_cores = FLASHCL_TENSOR_CORES_AUTO;
+    s.f32_precision = FLASHCL_F32_FULL;
+    return s;
+}
+
+static flashcl_attention_desc problem_desc(int n, int d, flashcl_dtype dtype, int causal) {
+    flashcl_attention_desc desc;
+    flashcl_attention_desc_init(&desc, 2, 8, n, n, d);
+    desc.dtype = dtype;
+    desc.heads_kv = 2;
+    desc.causal = causal;
+    return desc;
+}
+
+static flashcl_features dense(const flashcl_attention_desc *desc) {
+    flashcl_features f;
+    ck_assert_int_eq(flashcl_features_resolve(NULL, desc, NULL, &f), FLASHCL_SUCCESS);
+    return f;
+}
+
+static flashcl_exec_plan dispatch_ok(const flashcl_device_caps *caps, const flashcl_settings *s, flashcl_pass pass,
+                                     const flashcl_attention_desc *desc, const flashcl_features *f, int alignment) {
+    const flashcl_problem p = {pass, desc, f, alignment, alignment};
+    flashcl_exec_plan plan;
+    char reason[512] = "";
+    const flashcl_status status = flashcl_dispatch(caps, s, &p, &plan, reason, sizeof reason);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "dispatch failed: %s", reason);
+    return plan;
+}
+
+/* f16 on an H100: the tensor-core kernels on mma.sync, with the tiles, options and grid that were timed
+ * (docs/perf.md), and the same plan reported. */
+START_TEST(h100_f16_runs_tensor_cores) {
+    const flashcl_device_caps caps = h100();
+    const flashcl_settings s = defaults();
+    const flashcl_attention_desc desc = problem_desc(1000, 64, FLASHCL_DTYPE_F16, 1);
+    const flashcl_features f = dense(&desc);
+    flashcl_exec_plan fwd = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(fwd.kind, FLASHCL_KERNEL_TENSOR_CORE);
+    ck_assert_str_eq(fwd.backend->name, "nvidia-mma-sync");
+    ck_assert_str_eq(fwd.program, "forward_mma.cl");
+    ck_assert_str_eq(fwd.kernel_names[0], "flashcl_forward_mma");
+    ck_assert_str_eq(fwd.options, "-DFLASHCL_DTYPE=1 -DHEAD_DIM=64 -DBLOCK_Q=64 -DBLOCK_K=128 -DM_TILES=1 "
+                                  "-DFLASHCL_MMA_PTX=1 -DTF32_SMALL_ROUNDED=0");
+    ck_assert_int_eq(fwd.tiles.block_q, 64);
+    ck_assert_int_eq(fwd.tiles.threads_q, 4);
+    ck_assert_int_eq(fwd.tiles.threads_k, 32);
+    ck_assert_uint_eq(fwd.global[0][0], 16 * 128); /* ceil(1000 / 64) work-groups of 128 */
+    ck_assert_uint_eq(fwd.global[0][1], 16);
+    ck_assert_uint_eq(fwd.extra_device_bytes, 0);
+    ck_assert(fwd.predicted_global_bytes > 0);
+
+    flashcl_exec_plan bwd = dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &desc, &f, 8);
+    ck_assert_int_eq(bwd.kind, FLASHCL_KERNEL_TENSOR_CORE);
+    ck_assert_str_eq(bwd.options, "-DFLASHCL_DTYPE=1 -DHEAD_DIM=64 -DWARPS=4 -DBLOCK_Q=32 -DBLOCK_K=32 "
+                                  "-DFLASHCL_MMA_PTX=1");
+    ck_assert_str_eq(bwd.kernel_names[FLASHCL_KERNEL_DKDV], "flashcl_backward_mma_dkdv");
+    ck_assert_uint_eq(bwd.delta_rows, 2 * 8 * 1000);
+    ck_assert_uint_eq(bwd.extra_device_bytes, 2 * 8 * 1000 * sizeof(float));
+    ck_assert_uint_eq(bwd.global[FLASHCL_KERNEL_DKDV][0], 16 * 128); /* 64 keys per work-group */
+    ck_assert_uint_eq(bwd.global[FLASHCL_KERNEL_DKDV][1], 2 * 2);
+    ck_assert_uint_eq(bwd.global[FLASHCL_KERNEL_DQ][1], 2 * 8);
+    ck_assert_uint_eq(bwd.global[FLASHCL_KERNEL_DELTA][0] % bwd.local[FLASHCL_KERNEL_DELTA][0], 0);
+
+    flashcl_call_stats stats;
+    flashcl_exec_plan_report(&fwd, &stats);
+    ck_assert_int_eq(stats.kernel, FLASHCL_KERNEL_TENSOR_CORE);
+    ck_assert_str_eq(stats.backend, "nvidia-mma-sync");
+    ck_assert_str_eq(stats.program, "forward_mma.cl");
+    ck_assert_str_eq(stats.build_options, fwd.options);
+    ck_assert_int_eq(stats.plan.block_k, fwd.tiles.block_k);
+    ck_assert(stats.predicted_global_bytes == fwd.predicted_global_bytes);
+}
+END_TEST
+
+/* fp32 on the H100: float throughout (the portable kernel, with the tuned plan) unless 3xTF32 is asked for. */
+START_TEST(h100_f32_needs_3xtf32) {
+    const flashcl_device_caps caps = h100();
+    flashcl_settings s = defaults();
+    const flashcl_attention_desc desc = problem_desc(2048, 64, FLASHCL_DTYPE_F32, 0);
+    const flashcl_features f = dense(&desc);
+    flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_ptr_null(plan.backend);
+    ck_assert_str_eq(plan.program, "forward.cl");
+    /* The H100's tuned forward plan for f32 d64 (tuned_plans.c). */
+    ck_assert_int_eq(plan.tiles.block_q, 64);
+    ck_assert_int_eq(plan.tiles.block_k, 32);
+    ck_assert_str_eq(plan.options,
+                     "-DFLASHCL_DTYPE=0 -DHEAD_DIM=64 -DBLOCK_Q=64 -DBLOCK_K=32 -DTHREADS_Q=8 -DTHREADS_K=8 -DKV_VEC4=1");
+    s.f32_precision = FLASHCL_F32_3XTF32;
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_TENSOR_CORE);
+    ck_assert_int_eq(plan.tiles.block_k, 32); /* block_k x head_dim <= 2048 for float */
+}
+END_TEST
+
+/* Devices without a backend AUTO can use: the portable kernels. */
+START_TEST(other_devices_run_portable) {
+    const flashcl_device_caps devices[] = {
+        device(FLASHCL_VENDOR_AMD, 0, 64 * 1024, 1024, "gfx90a"),
+        device(FLASHCL_VENDOR_INTEL, 0, 128 * 1024, 1024, "Intel(R) Data Center GPU Max 1550"),
+        device(FLASHCL_VENDOR_NVIDIA, 75, 48 * 1024, 1024, "Tesla T4"), /* sm_75: no m16n8k16 bf16 */
+        device(FLASHCL_VENDOR_OTHER, 0, 1024 * 1024, 4096, "pthread-Intel(R) Xeon(R) Processor"),
+    };
+    const flashcl_settings s = defaults();
+    const flashcl_attention_desc desc = problem_desc(512, 64, FLASHCL_DTYPE_F16, 0);
+    const flashcl_features f = dense(&desc);
+    for (int i = 0; i < COUNT(devices); ++i)
+        for (int pass = 0; pass < 2; ++pass) {
+            const flashcl_exec_plan plan = dispatch_ok(&devices[i], &s, (flashcl_pass)pass, &desc, &f, 8);
+            ck_assert_msg(plan.kind == FLASHCL_KERNEL_PORTABLE, "%s pass %d: kind %d", devices[i].name, pass,
+                          plan.kind);
+        }
+}
+END_TEST
+
+/* What keeps a call off the tensor-core kernels on an H100: the mode, a forced plan, a feature, head_dim, views
+ * that are not 16-byte aligned. */
+START_TEST(tensor_core_conditions) {
+    const flashcl_device_caps caps = h100();
+    const flashcl_attention_desc desc = problem_desc(300, 64, FLASHCL_DTYPE_BF16, 0);
+    const flashcl_features f = dense(&desc);
+    flashcl_settings s = defaults();
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_TENSOR_CORE);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 4).kind, FLASHCL_KERNEL_PORTABLE);
+    s.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_PORTABLE);
+    s.tensor_cores = FLASHCL_TENSOR_CORES_EMULATE;
+    const flashcl_exec_plan emulated = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(emulated.kind, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+    ck_assert_ptr_nonnull(strstr(emulated.options, "-DFLASHCL_MMA_PTX=0"));
+
+    s = defaults();
+    s.forced_plan_set = 1;
+    s.forced_plan = (flashcl_plan){32, 32, 8, 8, 0, 0};
+    flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(plan.tiles.block_q, 32);
+    ck_assert_uint_eq(plan.tiles.work_group_size, 64);
+
+    s = defaults();
+    flashcl_attention_desc window = desc;
+    window.sliding_window = 1;
+    window.window_left = 16;
+    window.window_right = 0;
+    const flashcl_features wf = dense(&window);
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &window, &wf, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_ptr_nonnull(strstr(plan.options, " -DFLASHCL_WINDOW=1"));
+
+    const flashcl_attention_desc odd = problem_desc(300, 72, FLASHCL_DTYPE_F16, 0);
+    const flashcl_features of = dense(&odd);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &odd, &of, 8).kind, FLASHCL_KERNEL_PORTABLE);
+}
+END_TEST
+
+/* The emulation on llvmpipe stops where llvmpipe's loop budget would cut it short (mma_backends.c). */
+START_TEST(emulation_within_llvmpipe_budget) {
+    const flashcl_device_caps caps = device(FLASHCL_VENDOR_OTHER, 0, 32 * 1024, 1024, "llvmpipe (LLVM 15.0.6, 256 bits)");
+    flashcl_settings s = defaults();
+    s.tensor_cores = FLASHCL_TENSOR_CORES_EMULATE;
+    flashcl_attention_desc desc = problem_desc(256, 64, FLASHCL_DTYPE_F16, 0);
+    flashcl_features f = dense(&desc);
+    const flashcl_exec_plan short_call = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(short_call.kind, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+    desc.seqlen_k = 33 * short_call.tiles.block_k;
+    f = dense(&desc);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_PORTABLE);
+    desc.seqlen_k = 32 * short_call.tiles.block_k;
+    f = dense(&desc);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind,
+                     FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+}
+END_TEST
+
+/* Refusals carry a status and a reason: a forced plan that does not fit, the memory budget, what the standard
+ * implementation lacks. */
+START_TEST(refusals_say_why) {
+    const flashcl_device_caps caps = device(FLASHCL_VENDOR_OTHER, 0, 32 * 1024, 256, "small device");
+    const flashcl_attention_desc desc = problem_desc(4096, 64, FLASHCL_DTYPE_F32, 0);
+    const flashcl_features f = dense(&desc);
+    const flashcl_problem p = {FLASHCL_PASS_BACKWARD, &desc, &f, 8, 8};
+    flashcl_exec_plan plan;
+    char reason[512];
+    flashcl_settings s = defaults();
+    s.forced_plan_set = 1;
+    s.forced_plan = (flashcl_plan){128, 128, 32, 32, 0, 0};
+    ck_assert_int_eq(flashcl_dispatch(&caps, &s, &p, &plan, reason, sizeof reason), FLASHCL_ERROR_PLAN);
+    ck_assert_msg(strstr(reason, "forced backward plan 128x128") && strstr(reason, "small device"), "%s", reason);
+
+    s = defaults();
+    s.memory_budget = 1000;
+    ck_assert_int_eq(flashcl_dispatch(&caps, &s, &p, &plan, reason, sizeof reason), FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY);
+    ck_assert_msg(strstr(reason, "needs 262144 bytes of scratch"), "%s", reason); /* D: 2 x 8 x 4096 floats */
+
+    s = defaults();
+    s.impl = FLASHCL_IMPL_STANDARD;
+    ck_assert_int_eq(flashcl_dispatch(&caps, &s, &p, &plan, reason, sizeof reason), FLASHCL_SUCCESS);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_STANDARD);
+    ck_assert_ptr_null(plan.program);
+    ck_assert_uint_eq(plan.extra_device_bytes, (size_t)2 * 8 * 4096 * 4096 * 4 * 2);
+    const flashcl_attention_desc half = problem_desc(64, 64, FLASHCL_DTYPE_F16, 0);
+    const flashcl_features hf = dense(&half);
+    const flashcl_problem hp = {FLASHCL_PASS_FORWARD, &half, &hf, 8, 8};
+    ck_assert_int_eq(flashcl_dispatch(&caps, &s, &hp, &plan, reason, sizeof reason), FLASHCL_ERROR_UNSUPPORTED);
+    flashcl_attention_desc dropout = desc;
+    dropout.dropout_p = 0.1f;
+    const flashcl_features df = dense(&dropout);
+    const flashcl_problem dp = {FLASHCL_PASS_FORWARD, &dropout, &df, 8, 8};
+    ck_assert_int_eq(flashcl_dispatch(&caps, &s, &dp, &plan, reason, sizeof reason), FLASHCL_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(reason, "no dropout"), "%s", reason);
+}
+END_TEST
+
+/* Over a grid of made-up devices, settings and problems: every plan is one the device can run and the fields
+ * agree with each other; where the dispatcher refuses, it is for lack of a plan. */
+START_TEST(every_plan_is_consistent) {
+    const size_t locals[] = {16 * 1024, 32 * 1024, 48 * 1024, 96 * 1024, 1024 * 1024};
+    const size_t groups[] = {64, 256, 1024};
+    const int ccs[] = {0, 80, 90};
+    const int dims[] = {16, 32, 59, 64, 96, 128, 256};
+    const flashcl_tensor_cores modes[] = {FLASHCL_TENSOR_CORES_AUTO, FLASHCL_TENSOR_CORES_OFF,
+                                          FLASHCL_TENSOR_CORES_EMULATE};
+    int plans = 0, tensor_core = 0;
+    for (int l = 0; l < COUNT(locals); ++l)
+        for (int g = 0; g < COUNT(groups); ++g)
+            for (int c = 0; c < COUNT(ccs); ++c) {
+                const flashcl_device_caps caps = device(ccs[c] ? FLASHCL_VENDOR_NVIDIA : FLASHCL_VENDOR_AMD, ccs[c],
+                                                        locals[l], groups[g], "made up");
+                for (int d = 0; d < COUNT(dims); ++d)
+                    for (int dt = 0; dt < 3; ++dt)
+                        for (int m = 0; m < COUNT(modes); ++m)
+                            for (int pass = 0; pass < 2; ++pass) {
+                                flashcl_settings s = defaults();
+                                s.tensor_cores = modes[m];
+                                s.f32_precision = FLASHCL_F32_3XTF32;
+                                const flashcl_attention_desc desc = problem_desc(777, dims[d], (flashcl_dtype)dt, 1);
+                                const flashcl_features f = dense(&desc);
+                                const flashcl_problem p = {(flashcl_pass)pass, &desc, &f, 8, 8};
+                                flashcl_exec_plan plan;
+                                char reason[512];
+                                const flashcl_status status = flashcl_dispatch(&caps, &s, &p, &plan, reason, sizeof reason);
+                                if (status != FLASHCL_SUCCESS) {
+                                    ck_assert_msg(status == FLASHCL_ERROR_PLAN, "%s", reason);
+                                    continue;
+                                }
+                                ++plans;
+                                const flashcl_plan *t = &plan.tiles;
+                                ck_assert_uint_eq(t->work_group_size, (size_t)t->threads_q * (size_t)t->threads_k);
+                                ck_assert_uint_le(t->work_group_size, groups[g]);
+                                ck_assert_uint_le(t->local_mem_bytes, locals[l]);
+                                ck_assert_int_eq(plan.kernel_count, pass == 0 ? 1 : 3);
+                                for (int k = 0; k < plan.kernel_count; ++k) {
+                                    ck_assert_ptr_nonnull(plan.kernel_names[k]);
+                                    for (cl_uint x = 0; x < plan.work_dims[k]; ++x)
+                                        ck_assert_uint_eq(plan.global[k][x] % plan.local[k][x], 0);
+                                }
+                                char head[32];
+                                snprintf(head, sizeof head, "-DHEAD_DIM=%d ", dims[d]);
+                                ck_assert_ptr_nonnull(strstr(plan.options, head));
+                                const int on_matrix_units = plan.kind == FLASHCL_KERNEL_TENSOR_CORE;
+                                tensor_core += on_matrix_units;
+                                ck_assert_int_eq(plan.backend != NULL, plan.kind != FLASHCL_KERNEL_PORTABLE);
+                                ck_assert(!on_matrix_units || (ccs[c] >= 80 && modes[m] == FLASHCL_TENSOR_CORES_AUTO));
+                                ck_assert(plan.kind != FLASHCL_KERNEL_TENSOR_CORE_EMULATED ||
+                                          modes[m] == FLASHCL_TENSOR_CORES_EMULATE);
+                                ck_assert(plan.predicted_global_bytes > 0);
+                            }
+            }
+    ck_assert_int_gt(plans, 1000);
+    ck_assert_int_gt(tensor_core, 50);
+}
+END_TEST
+
+static Suite *dispatch_suite(void) {
+    Suite *s = suite_create("dispatch");
+    TCase *tc = tcase_create("pure");
+    tcase_add_test(tc, h100_f16_runs_tensor_cores);
+    tcase_add_test(tc, h100_f32_needs_3xtf32);
+    tcase_add_test(tc, other_devices_run_portable);
+    tcase_add_test(tc, tensor_core_conditions);
+    tcase_add_test(tc, emulation_within_llvmpipe_budget);
+    tcase_add_test(tc, refusals_say_why);
+    tcase_add_test(tc, every_plan_is_consistent);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *runner = srunner_create(dispatch_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    const int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}
