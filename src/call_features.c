@@ -1,4 +1,6 @@
-/* call_features.c: sliding window, block mask, dropout and varlen of a call: checks, -D options, tile summaries, kernel arguments. */
+/* call_features.c: the features of a call (window, block mask, dropout, varlen) as one table, their resolution
+ * from desc and extras, their -D options, the checks of their buffers and their kernel arguments. The packed
+ * batch's checks are in feature_varlen.c, the block mask's tile summaries in feature_tile_mask.c. */
 #include "call_features.h"
 
 #include <math.h>
@@ -13,114 +15,6 @@ cl_uint flashcl_dropout_threshold(float p) {
 }
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
-/* Checks a cu_seqlens buffer's context and size: no device access, so it
- * never waits (the host-copy path relies on that). */
-static flashcl_status check_cu_buffer(flashcl_context *ctx, const char *name, cl_mem buffer, int batch) {
-    cl_context owner = NULL;
-    size_t bytes = 0;
-    cl_int err = clGetMemObjectInfo(buffer, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
-    if (err == CL_SUCCESS) err = clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
-    if (err != CL_SUCCESS)
-        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "%s is not a valid cl_mem (%s)", name,
-                            flashcl_cl_error_name(err));
-    if (owner != ctx->context)
-        return flashcl_fail(ctx, FLASHCL_ERROR_WRONG_CONTEXT, "%s belongs to another OpenCL context", name);
-    const size_t count = (size_t)batch + 1;
-    if (bytes < count * sizeof(cl_int))
-        return flashcl_fail(ctx, FLASHCL_ERROR_BUFFER_TOO_SMALL, "%s needs %zu bytes (batch + 1 int32) but has %zu",
-                            name, count * sizeof(cl_int), bytes);
-    return FLASHCL_SUCCESS;
-}
-
-/* Checks the contents of one cu_seqlens array (batch + 1 entries, wherever
- * they came from: the device read-back or the caller's host copy, so both
- * paths give the same messages); *total receives its last entry. */
-static flashcl_status check_cu_values(flashcl_context *ctx, const char *name, const int32_t *cu, int batch,
-                                      int max_len, int *total) {
-    if (cu[0] != 0) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "%s[0] is %d, not 0", name, (int)cu[0]);
-    for (int b = 0; b < batch; ++b) {
-        const int64_t len = (int64_t)cu[b + 1] - (int64_t)cu[b];
-        if (len < 0 || len > max_len)
-            return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
-                                "%s: sequence %d has length %lld (must be 0 .. %d: non-decreasing offsets, "
-                                "lengths at most the desc's maximum)",
-                                name, b, (long long)len, max_len);
-    }
-    *total = (int)cu[batch];
-    if (*total < 1)
-        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "%s: the packed batch has no rows", name);
-    return FLASHCL_SUCCESS;
-}
-
-/* Checks one cu_seqlens array: the buffer, then the contents of host (the
- * caller's copy) or, without one, of the buffer read back (blocking, after
- * the wait list). *total receives its last entry. */
-static flashcl_status check_cu_seqlens(flashcl_context *ctx, const char *name, cl_mem buffer, const int32_t *host,
-                                       int batch, int max_len, cl_uint num_events, const cl_event *wait_list,
-                                       int *total) {
-    flashcl_status status = check_cu_buffer(ctx, name, buffer, batch);
-    if (status != FLASHCL_SUCCESS) return status;
-    if (host) return check_cu_values(ctx, name, host, batch, max_len, total);
-    const size_t count = (size_t)batch + 1;
-    int32_t *cu = malloc(count * sizeof *cu);
-    if (!cu) return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "reading %s", name);
-    const cl_int err =
-        clEnqueueReadBuffer(ctx->queue, buffer, CL_TRUE, 0, count * sizeof *cu, cu, num_events, wait_list, NULL);
-    if (err != CL_SUCCESS)
-        status = flashcl_fail_cl(ctx, err, "clEnqueueReadBuffer (cu_seqlens)");
-    else
-        status = check_cu_values(ctx, name, cu, batch, max_len, total);
-    free(cu);
-    return status;
-}
-
-flashcl_status flashcl_varlen_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
-                                      const flashcl_attention_extras *extras, cl_uint num_events,
-                                      const cl_event *wait_list, flashcl_varlen *out,
-                                      const flashcl_attention_desc **shape_desc) {
-    memset(out, 0, sizeof *out);
-    *shape_desc = desc;
-    if (!extras) return FLASHCL_SUCCESS;
-    if (!extras->cu_seqlens_q && !extras->cu_seqlens_k) {
-        /* Host copies alone describe no batch the kernels could read: refused
-         * rather than silently running the call as a padded one. */
-        if (extras->cu_seqlens_q_host || extras->cu_seqlens_k_host)
-            return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
-                                "cu_seqlens_q_host / cu_seqlens_k_host are given without the device arrays "
-                                "cu_seqlens_q / cu_seqlens_k (the kernels read the device ones)");
-        return FLASHCL_SUCCESS;
-    }
-    if (!extras->cu_seqlens_q || !extras->cu_seqlens_k)
-        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
-                            "a variable-length batch needs both cu_seqlens_q and cu_seqlens_k (%s is NULL)",
-                            extras->cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q");
-    /* Host copies replace the read-back only as a pair: with one, the other
-     * array would still be read back and the call would block anyway. */
-    if ((extras->cu_seqlens_q_host != NULL) != (extras->cu_seqlens_k_host != NULL))
-        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
-                            "host copies of the offsets come in pairs: %s is given but %s is NULL",
-                            extras->cu_seqlens_q_host ? "cu_seqlens_q_host" : "cu_seqlens_k_host",
-                            extras->cu_seqlens_q_host ? "cu_seqlens_k_host" : "cu_seqlens_q_host");
-    flashcl_status status = flashcl_validate_desc(ctx, desc);
-    if (status == FLASHCL_SUCCESS) status = flashcl_validate_wait_list(ctx, num_events, wait_list);
-    if (status == FLASHCL_SUCCESS)
-        status = check_cu_seqlens(ctx, "cu_seqlens_q", extras->cu_seqlens_q, extras->cu_seqlens_q_host, desc->batch,
-                                  desc->seqlen_q, num_events, wait_list, &out->total_q);
-    if (status == FLASHCL_SUCCESS)
-        status = check_cu_seqlens(ctx, "cu_seqlens_k", extras->cu_seqlens_k, extras->cu_seqlens_k_host, desc->batch,
-                                  desc->seqlen_k, num_events, wait_list, &out->total_k);
-    if (status != FLASHCL_SUCCESS) return status;
-    out->on = 1;
-    out->cu_q = extras->cu_seqlens_q;
-    out->cu_k = extras->cu_seqlens_k;
-    out->packed = *desc;
-    out->packed.batch = 1;
-    out->packed.seqlen_q = out->total_q;
-    out->packed.seqlen_k = out->total_k;
-    *shape_desc = &out->packed;
-    return FLASHCL_SUCCESS;
-}
 
 /* A window side as the kernels take it: unbounded (-1) and every width of
  * at least seqlen_q + seqlen_k mean the same, since no key is that far from
@@ -219,77 +113,42 @@ flashcl_status flashcl_features_validate_buffers(flashcl_context *ctx, const fla
     return FLASHCL_SUCCESS;
 }
 
+static int window_on(const flashcl_features *f) { return f->window; }
+static int block_mask_on(const flashcl_features *f) { return f->block_mask; }
+static int dropout_on(const flashcl_features *f) { return f->dropout; }
+static int varlen_on(const flashcl_features *f) { return f->varlen.on; }
+
+/* Every feature, once: its name in messages, whether a call uses it, the
+ * define its kernels are built with. Which kernel families take features is
+ * the dispatcher's decision (today: the portable kernels take all of them);
+ * the IO model (io_model.c) counts the window's band, and counts a block
+ * mask and a packed batch as dense and padded (their contents live on the
+ * device): an upper bound. */
+static const flashcl_feature_def feature_table[] = {
+    {"sliding window", window_on, "FLASHCL_WINDOW"},
+    {"block mask", block_mask_on, "FLASHCL_BLOCK_MASK"},
+    {"dropout", dropout_on, "FLASHCL_DROPOUT"},
+    {"variable-length batch", varlen_on, "FLASHCL_VARLEN"},
+};
+
+const flashcl_feature_def *flashcl_feature_defs(int *count) {
+    *count = (int)(sizeof feature_table / sizeof feature_table[0]);
+    return feature_table;
+}
+
+int flashcl_features_any(const flashcl_features *f) { return flashcl_features_first(f) != NULL; }
+
+const char *flashcl_features_first(const flashcl_features *f) {
+    for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
+        if (feature_table[i].on(f)) return feature_table[i].name;
+    return NULL;
+}
+
 void flashcl_features_options(const flashcl_features *f, char *options, size_t size) {
     size_t used = strlen(options);
-    if (f->window && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_WINDOW=1");
-    if (f->block_mask && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_BLOCK_MASK=1");
-    if (f->dropout && used < size) used += (size_t)snprintf(options + used, size - used, " -DFLASHCL_DROPOUT=1");
-    if (f->varlen.on && used < size) snprintf(options + used, size - used, " -DFLASHCL_VARLEN=1");
-}
-
-static void tile_counts(const flashcl_attention_desc *desc, int tile_q, int tile_k, size_t *rows, size_t *cols) {
-    *rows = ceil_div((size_t)desc->seqlen_q, (size_t)tile_q);
-    *cols = ceil_div((size_t)desc->seqlen_k, (size_t)tile_k);
-}
-
-size_t flashcl_tile_mask_bytes(const flashcl_attention_desc *desc, const flashcl_features *f, int tile_q, int tile_k) {
-    if (!f->block_mask) return 0;
-    size_t rows, cols;
-    tile_counts(desc, tile_q, tile_k, &rows, &cols);
-    return (size_t)f->mask_heads * rows * cols;
-}
-
-flashcl_status flashcl_tile_mask_build(flashcl_context *ctx, const flashcl_attention_desc *desc,
-                                       const flashcl_features *f, int tile_q, int tile_k, cl_uint num_events,
-                                       const cl_event *wait_list, flashcl_tile_mask *out, cl_event *done) {
-    memset(out, 0, sizeof *out);
-    *done = NULL;
-    if (!f->block_mask) return FLASHCL_SUCCESS;
-    cl_kernel kernel;
-    flashcl_status status = flashcl_get_kernel(ctx, "block_mask.cl", "flashcl_tile_mask", "", &kernel);
-    if (status != FLASHCL_SUCCESS) return status;
-    size_t rows, cols;
-    tile_counts(desc, tile_q, tile_k, &rows, &cols);
-    const size_t bytes = flashcl_tile_mask_bytes(desc, f, tile_q, tile_k);
-    cl_int err;
-    out->tiles = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    if (err != CL_SUCCESS) {
-        out->tiles = NULL;
-        return flashcl_fail_cl(ctx, err, "clCreateBuffer (block mask tiles)");
-    }
-    out->cols = (int)cols;
-    out->stride_head = f->mask_heads > 1 ? rows * cols : 0;
-    flashcl_kernel_args a = {kernel, 0, CL_SUCCESS};
-    flashcl_arg_mem(&a, f->mask_view.buffer);
-    flashcl_arg_ulong(&a, f->mask_view.offset);
-    flashcl_arg_ulong(&a, f->mask_view.stride_head);
-    flashcl_arg_int(&a, f->mask_block);
-    flashcl_arg_int(&a, f->mask_cols);
-    flashcl_arg_int(&a, desc->seqlen_q);
-    flashcl_arg_int(&a, desc->seqlen_k);
-    flashcl_arg_int(&a, tile_q);
-    flashcl_arg_int(&a, tile_k);
-    flashcl_arg_int(&a, (int)rows);
-    flashcl_arg_int(&a, (int)cols);
-    flashcl_arg_mem(&a, out->tiles);
-    if (a.error != CL_SUCCESS) {
-        flashcl_tile_mask_release(out);
-        return flashcl_fail_cl(ctx, a.error, "clSetKernelArg (block mask tiles)");
-    }
-    const size_t local = 64 <= ctx->caps.limits.max_work_group_size ? 64 : 1;
-    const size_t global[2] = {ceil_div(rows * cols, local) * local, (size_t)f->mask_heads};
-    const size_t local_size[2] = {local, 1};
-    err = clEnqueueNDRangeKernel(ctx->queue, kernel, 2, NULL, global, local_size, num_events, wait_list, done);
-    if (err != CL_SUCCESS) {
-        flashcl_tile_mask_release(out);
-        return flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (block mask tiles)");
-    }
-    return FLASHCL_SUCCESS;
-}
-
-void flashcl_tile_mask_release(flashcl_tile_mask *t) {
-    if (t->tiles) clReleaseMemObject(t->tiles);
-    t->tiles = NULL;
+    for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0] && used < size; ++i)
+        if (feature_table[i].on(f))
+            used += (size_t)snprintf(options + used, size - used, " -D%s=1", feature_table[i].define);
 }
 
 void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles) {

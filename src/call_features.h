@@ -47,9 +47,24 @@ typedef struct flashcl_features {
 flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                         const flashcl_attention_extras *extras, flashcl_features *f);
 
-static inline int flashcl_features_any(const flashcl_features *f) {
-    return f->window || f->block_mask || f->dropout || f->varlen.on;
-}
+/* One feature as data (the table is in call_features.c). Adding a feature:
+ * its fields in flashcl_features and their resolution in
+ * flashcl_features_resolve, a row here, its arguments in
+ * flashcl_arg_features, and its code in the kernels under its define. */
+typedef struct flashcl_feature_def {
+    const char *name;                         /* in messages: "sliding window" */
+    int (*on)(const flashcl_features *f);     /* whether a call uses it */
+    const char *define;                       /* -D<define>=1 for its kernels */
+} flashcl_feature_def;
+
+/* The table, in the order options and messages use. */
+const flashcl_feature_def *flashcl_feature_defs(int *count);
+
+/* 1 if the call uses any feature. */
+int flashcl_features_any(const flashcl_features *f);
+
+/* The name of the call's first feature in the table, NULL for a dense call. */
+const char *flashcl_features_first(const flashcl_features *f);
 
 /* Checks the block mask buffer (context, size) and that none of the call's
  * outputs overlaps it or a variable-length batch's cu_seqlens arrays (which

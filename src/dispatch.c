@@ -102,10 +102,13 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
     plan->kernel_count = forward ? 1 : 3;
     if (plan->backend) {
         plan->program = forward ? "forward_mma.cl" : "backward_mma.cl";
+        plan->prelude[0] = "mma.cl";
+        plan->prelude[1] = plan->backend->source;
+        plan->prelude[2] = "mma_operands.cl";
         if (forward) {
             plan->kernel_names[0] = "flashcl_forward_mma";
             /* TF32_SMALL_ROUNDED=0: the 3xTF32 small parts go to the matrix
-             * unit unrounded (it truncates them): fewer ALU operations (cl/mma.cl). */
+             * unit unrounded (it truncates them): fewer ALU operations (cl/mma_operands.cl). */
             add_options(plan,
                         "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DM_TILES=%d "
                         "-DFLASHCL_MMA_PTX=%d -DTF32_SMALL_ROUNDED=0",
@@ -203,10 +206,6 @@ static size_t standard_bytes(const flashcl_attention_desc *desc, flashcl_pass pa
     return bytes >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
 
-static const char *feature_name(const flashcl_features *f) {
-    return f->window ? "sliding window" : f->block_mask ? "block mask" : f->dropout ? "dropout" : "variable-length batch";
-}
-
 flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_settings *settings,
                                 const flashcl_problem *problem, flashcl_exec_plan *plan, char *reason,
                                 size_t reason_size) {
@@ -218,7 +217,7 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
         if (flashcl_features_any(problem->features))
             return refuse(reason, reason_size, FLASHCL_ERROR_UNSUPPORTED,
                           "the standard implementation has no %s; select FLASHCL_IMPL_FLASH",
-                          feature_name(problem->features));
+                          flashcl_features_first(problem->features));
         if (desc->dtype != FLASHCL_DTYPE_F32)
             return refuse(reason, reason_size, FLASHCL_ERROR_UNSUPPORTED,
                           "the standard implementation supports float32 only (dtype %d); use the flash "

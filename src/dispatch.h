@@ -38,7 +38,10 @@ typedef struct flashcl_exec_plan {
     flashcl_kernel_kind kind;
     const flashcl_mma_backend *backend; /* NULL for the portable and standard kernels */
     flashcl_plan tiles;
-    const char *program;                /* cl/ file; NULL for the standard impl */
+    const char *program;                /* cl/ file of the kernels; NULL for the standard impl */
+    /* The cl/ files placed between common.cl and the program (the
+     * tensor-core kernels' mma.cl, backend file, mma_operands.cl); NULL-terminated. */
+    const char *prelude[4];
     int kernel_count;
     const char *kernel_names[3];
     char options[FLASHCL_BUILD_OPTIONS_CAPACITY];

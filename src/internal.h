@@ -55,6 +55,10 @@ flashcl_status flashcl_select_device(const char *spec, cl_platform_id *platform,
  * built with `options`; cached per context so later calls pay no compile. */
 flashcl_status flashcl_get_kernel(flashcl_context *ctx, const char *file, const char *kernel_name,
                                   const char *options, cl_kernel *kernel);
+/* The same, for a program whose source is common.cl, the files of prelude
+ * (NULL-terminated; NULL: none), then cl/<file>. */
+flashcl_status flashcl_get_program_kernel(flashcl_context *ctx, const char *const *prelude, const char *file,
+                                          const char *kernel_name, const char *options, cl_kernel *kernel);
 void flashcl_program_cache_free(flashcl_context *ctx);
 
 /* io_model.c: predicted global-memory bytes of one call (plan ignored for the

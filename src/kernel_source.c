@@ -1,5 +1,5 @@
-/* kernel_source.c: assembles a program's source (common.cl, mma.cl for the tensor-core kernels, one kernel file),
- * embedded or from disk. */
+/* kernel_source.c: assembles a program's source (common.cl, the files the dispatcher places before the kernel
+ * file, the kernel file), embedded or from disk. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,22 +60,23 @@ static flashcl_status load_one(flashcl_context *ctx, const char *name, char **te
     return FLASHCL_SUCCESS;
 }
 
-/* 1 if name ends with suffix. */
-static int ends_with(const char *name, const char *suffix) {
-    const size_t n = strlen(name), m = strlen(suffix);
-    return n >= m && strcmp(name + n - m, suffix) == 0;
-}
+#define MAX_SOURCE_FILES 6
 
-/* A program is common.cl, then for the tensor-core kernels (*_mma.cl) the
- * matrix-unit machinery they share (mma.cl), then the kernel file itself,
- * joined by newlines. */
-flashcl_status flashcl_kernel_source(flashcl_context *ctx, const char *file, char **source) {
-    const char *names[3] = {"common.cl", NULL, NULL};
+/* A program is common.cl, the prelude's files (for the tensor-core kernels:
+ * mma.cl, the backend's file and mma_operands.cl, as the dispatcher lists
+ * them), then the kernel file itself, joined by newlines. */
+flashcl_status flashcl_kernel_source(flashcl_context *ctx, const char *const *prelude, const char *file,
+                                     char **source) {
+    const char *names[MAX_SOURCE_FILES] = {"common.cl"};
     int count = 1;
-    if (ends_with(file, "_mma.cl")) names[count++] = "mma.cl";
+    for (int i = 0; prelude && prelude[i]; ++i) {
+        if (count == MAX_SOURCE_FILES - 1)
+            return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "too many source files for %s", file);
+        names[count++] = prelude[i];
+    }
     names[count++] = file;
-    char *parts[3] = {NULL, NULL, NULL};
-    size_t lengths[3] = {0, 0, 0}, total = 0;
+    char *parts[MAX_SOURCE_FILES] = {NULL};
+    size_t lengths[MAX_SOURCE_FILES] = {0}, total = 0;
     flashcl_status status = FLASHCL_SUCCESS;
     *source = NULL;
     for (int i = 0; i < count && status == FLASHCL_SUCCESS; ++i) {

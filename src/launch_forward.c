@@ -8,7 +8,8 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
                                       const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
                                       const cl_event *wait_list, cl_event *event) {
     cl_kernel kernel;
-    flashcl_status status = flashcl_get_kernel(ctx, plan->program, plan->kernel_names[0], plan->options, &kernel);
+    flashcl_status status = flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options,
+                                                       &kernel);
     if (status != FLASHCL_SUCCESS) return status;
     /* The block mask's tile summary runs first; the attention kernel waits for it. */
     flashcl_tile_mask tiles;

@@ -63,10 +63,12 @@ static int emulation_fits(const flashcl_device_caps *caps, flashcl_pass pass, co
 
 /* The table. AUTO takes the first available row that is not emulated. */
 static const flashcl_mma_backend backends[] = {
-    {"nvidia-mma-sync", FLASHCL_KERNEL_TENSOR_CORE, has_nvidia_mma_sync, 32, 16, 8, 16, 8, 0, 0, 0, 1, NULL},
+    {"nvidia-mma-sync", FLASHCL_KERNEL_TENSOR_CORE, has_nvidia_mma_sync, 32, 16, 8, 16, 8, 0, 0, 0, 1,
+     "mma_nvidia.cl", NULL},
     /* Each warp's operands pass through local memory (twice the words for
      * 3xTF32's two parts), plus the forward's 32-float quad exchange. */
-    {"emulated", FLASHCL_KERNEL_TENSOR_CORE_EMULATED, always, 32, 16, 8, 16, 8, 192, 384, 32, 0, emulation_fits},
+    {"emulated", FLASHCL_KERNEL_TENSOR_CORE_EMULATED, always, 32, 16, 8, 16, 8, 192, 384, 32, 0,
+     "mma_emulated.cl", emulation_fits},
 };
 
 const flashcl_mma_backend *flashcl_mma_backend_select(const flashcl_device_caps *caps, flashcl_tensor_cores mode) {

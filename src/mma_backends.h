@@ -6,7 +6,7 @@
 
 /* One way to run the tensor-core kernels' fragment products (cl/mma.cl's
  * interface). Adding a backend is one row of the table in mma_backends.c
- * and its kernel-side implementation of the interface. */
+ * and its kernel-side implementation of the interface (its `source`). */
 typedef struct flashcl_mma_backend {
     const char *name; /* reported in flashcl_call_stats.backend */
     flashcl_kernel_kind kind;
@@ -20,8 +20,10 @@ typedef struct flashcl_mma_backend {
      * (the emulation's operand scratch) for 16-bit and float storage, and
      * per sub-group of the forward for its quad exchange. */
     int scratch_words_16bit, scratch_words_f32, forward_exchange_words;
-    /* The value of -DFLASHCL_MMA_PTX the kernels are built with. */
+    /* The value of -DFLASHCL_MMA_PTX the kernels are built with, and the
+     * cl/ file that implements mma.cl's instruction interface. */
     int ptx;
+    const char *source;
     /* 1 if a call with these tiles is within what the device can run (the
      * llvmpipe loop budget for the emulation); NULL: always. */
     int (*fits)(const flashcl_device_caps *caps, flashcl_pass pass, const flashcl_attention_desc *desc,

@@ -8,7 +8,7 @@
 #define MAX_KERNELS_PER_PROGRAM 8
 
 struct flashcl_program_entry {
-    char *file;
+    char *file;    /* the cache key: every file after common.cl, space-separated */
     char *options;
     cl_program program;
     int num_kernels;
@@ -53,13 +53,13 @@ static void keep_build_log(flashcl_context *ctx, cl_program program) {
     ctx->build_log[size] = '\0';
 }
 
-static flashcl_status build_entry(flashcl_context *ctx, const char *file, const char *options,
-                                  flashcl_program_entry **out) {
+static flashcl_status build_entry(flashcl_context *ctx, const char *const *prelude, const char *file,
+                                  const char *key, const char *options, flashcl_program_entry **out) {
     char *source = NULL;
-    flashcl_status status = flashcl_kernel_source(ctx, file, &source);
+    flashcl_status status = flashcl_kernel_source(ctx, prelude, file, &source);
     if (status != FLASHCL_SUCCESS) return status;
     flashcl_program_entry *e = calloc(1, sizeof *e);
-    if (!e || !(e->file = copy_string(file)) || !(e->options = copy_string(options))) {
+    if (!e || !(e->file = copy_string(key)) || !(e->options = copy_string(options))) {
         free(source);
         if (e) free_entry(e);
         return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -98,12 +98,30 @@ static flashcl_status build_entry(flashcl_context *ctx, const char *file, const 
     return FLASHCL_SUCCESS;
 }
 
+/* A program's cache key: the files after common.cl, space-separated. */
+static flashcl_status program_key(flashcl_context *ctx, const char *const *prelude, const char *file, char *key,
+                                  size_t size) {
+    size_t used = 0;
+    for (int i = 0; prelude && prelude[i]; ++i) used += (size_t)snprintf(key + used, used < size ? size - used : 0, "%s ", prelude[i]);
+    used += (size_t)snprintf(key + used, used < size ? size - used : 0, "%s", file);
+    if (used >= size) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "program source list too long (%s)", file);
+    return FLASHCL_SUCCESS;
+}
+
 flashcl_status flashcl_get_kernel(flashcl_context *ctx, const char *file, const char *kernel_name,
                                   const char *options, cl_kernel *kernel) {
+    return flashcl_get_program_kernel(ctx, NULL, file, kernel_name, options, kernel);
+}
+
+flashcl_status flashcl_get_program_kernel(flashcl_context *ctx, const char *const *prelude, const char *file,
+                                          const char *kernel_name, const char *options, cl_kernel *kernel) {
+    char key[256];
+    flashcl_status status = program_key(ctx, prelude, file, key, sizeof key);
+    if (status != FLASHCL_SUCCESS) return status;
     flashcl_program_entry *e = ctx->programs;
-    while (e && (strcmp(e->file, file) != 0 || strcmp(e->options, options) != 0)) e = e->next;
+    while (e && (strcmp(e->file, key) != 0 || strcmp(e->options, options) != 0)) e = e->next;
     if (!e) {
-        flashcl_status status = build_entry(ctx, file, options, &e);
+        status = build_entry(ctx, prelude, file, key, options, &e);
         if (status != FLASHCL_SUCCESS) return status;
         e->next = ctx->programs;
         ctx->programs = e;

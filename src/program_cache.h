@@ -4,7 +4,9 @@
 
 #include "internal.h"
 
-/* common.cl followed by cl/<file>, as one malloc'd string. */
-flashcl_status flashcl_kernel_source(flashcl_context *ctx, const char *file, char **source);
+/* common.cl, the files of prelude (NULL-terminated; NULL: none), then
+ * cl/<file>, as one malloc'd string. */
+flashcl_status flashcl_kernel_source(flashcl_context *ctx, const char *const *prelude, const char *file,
+                                     char **source);
 
 #endif

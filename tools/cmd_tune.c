@@ -9,6 +9,7 @@
 #include "bench_run.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "dtype_option.h"
 
 /* The candidate grid: powers of two for both block sizes and both thread
  * counts. flashcl_plan_check decides which of them the device can run;
@@ -105,10 +106,7 @@ static int parse_options(int argc, char **argv, tune_options *o) {
             continue;
         }
         if ((got = cli_option_value(argc, argv, &i, "--dtype", &value)) != 0) {
-            if (got > 0 && strcmp(value, "f32") == 0) o->dtype = FLASHCL_DTYPE_F32;
-            else if (got > 0 && strcmp(value, "f16") == 0) o->dtype = FLASHCL_DTYPE_F16;
-            else if (got > 0 && strcmp(value, "bf16") == 0) o->dtype = FLASHCL_DTYPE_BF16;
-            else {
+            if (got < 0 || cli_dtype_parse(value, &o->dtype) != 0) {
                 fprintf(stderr, "flashcl tune: --dtype takes f32, f16 or bf16\n");
                 return -1;
             }
@@ -269,7 +267,7 @@ static int write_json(const char *path, const tune_options *o, const char *devic
                 "\"heads\": %d, \"causal\": %d, \"dtype\": \"%s\", \"block_q\": %d, \"block_k\": %d, "
                 "\"threads_q\": %d, \"threads_k\": %d, \"local_mem_bytes\": %zu, ",
                 device, o->pass == FLASHCL_PASS_FORWARD ? "forward" : "backward", o->head_dim, o->seqlen, o->batch,
-                o->heads, o->causal, bench_dtype_name(o->dtype), r->plan.block_q, r->plan.block_k,
+                o->heads, o->causal, cli_dtype_word(o->dtype), r->plan.block_q, r->plan.block_k,
                 r->plan.threads_q, r->plan.threads_k, r->plan.local_mem_bytes);
         if (r->ok) fprintf(f, "\"median_ms\": %.6g, ", r->median_ms);
         else fprintf(f, "\"median_ms\": null, ");
@@ -375,7 +373,7 @@ int flashcl_cmd_tune(int argc, char **argv) {
         if (!listed && count < MAX_CANDIDATES) plans[count++] = def;
         printf("tune %s: d=%d, N=%d, B=%d, H=%d, %s, %s, median of %d runs; device: %s\n",
                o.pass == FLASHCL_PASS_FORWARD ? "forward" : "backward (timed as forward+backward)", o.head_dim,
-               o.seqlen, o.batch, o.heads, o.causal ? "causal" : "not causal", bench_dtype_name(o.dtype), o.repeat,
+               o.seqlen, o.batch, o.heads, o.causal ? "causal" : "not causal", cli_dtype_word(o.dtype), o.repeat,
                device);
         size_t wrong = 0, ran = 0;
         double default_ms = NAN;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "dtype_option.h"
 
 void run_print_help(FILE *out) {
     fprintf(out,
@@ -166,13 +167,7 @@ static int parse_value_option(const char *name, const char *value, run_options *
             return usage_error("--f32-precision must be full or 3xtf32, not '%s'", value);
     } else if (strcmp(name, "--dtype") == 0) {
         o->dtype_given = 1;
-        if (strcmp(value, "f32") == 0)
-            o->dtype = FLASHCL_DTYPE_F32;
-        else if (strcmp(value, "f16") == 0)
-            o->dtype = FLASHCL_DTYPE_F16;
-        else if (strcmp(value, "bf16") == 0)
-            o->dtype = FLASHCL_DTYPE_BF16;
-        else
+        if (cli_dtype_parse(value, &o->dtype) != 0)
             return usage_error("--dtype must be f32, f16 or bf16, not '%s'", value);
     } else if (strcmp(name, "--plan") == 0) {
         if (cli_parse_plan(value, &o->forward_plan) != 0)

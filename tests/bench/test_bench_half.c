@@ -1,11 +1,12 @@
-/* test_bench_half.c: the bench's float -> half / bfloat16 rounding, against hand-derived bit patterns and round trips. */
+/* test_bench_half.c: the float -> half / bfloat16 rounding the bench, the CLI and the tests share
+ * (src/reference/half_float.c), against hand-derived bit patterns and round trips. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_half.h"
+#include "half_float.h"
 
 START_TEST(half_rounds_to_nearest_even) {
     const struct { float in; uint16_t bits; } cases[] = {
@@ -28,24 +29,24 @@ START_TEST(half_rounds_to_nearest_even) {
         {-INFINITY, 0xfc00},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
-        ck_assert_msg(bench_float_to_half(cases[i].in) == cases[i].bits, "%a -> %04x, expected %04x", cases[i].in,
-                      bench_float_to_half(cases[i].in), cases[i].bits);
-    ck_assert((bench_float_to_half(NAN) & 0x7c00) == 0x7c00 && (bench_float_to_half(NAN) & 0x03ff) != 0);
+        ck_assert_msg(float_to_half(cases[i].in) == cases[i].bits, "%a -> %04x, expected %04x", cases[i].in,
+                      float_to_half(cases[i].in), cases[i].bits);
+    ck_assert((float_to_half(NAN) & 0x7c00) == 0x7c00 && (float_to_half(NAN) & 0x03ff) != 0);
 }
 END_TEST
 
 START_TEST(half_round_trips_every_value) {
     for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
-        const float value = bench_half_to_float((uint16_t)bits);
+        const float value = half_to_float((uint16_t)bits);
         if (isnan(value)) {
             ck_assert((bits & 0x7c00) == 0x7c00 && (bits & 0x03ff) != 0);
             continue;
         }
-        ck_assert_msg(bench_float_to_half(value) == bits, "%04x -> %a -> %04x", bits, value,
-                      bench_float_to_half(value));
+        ck_assert_msg(float_to_half(value) == bits, "%04x -> %a -> %04x", bits, value,
+                      float_to_half(value));
     }
-    ck_assert(bench_half_to_float(0x0001) == 0x1p-24f);
-    ck_assert(bench_half_to_float(0x3555) == 0x1.554p-2f);
+    ck_assert(half_to_float(0x0001) == 0x1p-24f);
+    ck_assert(half_to_float(0x3555) == 0x1.554p-2f);
 }
 END_TEST
 
@@ -60,12 +61,12 @@ START_TEST(bf16_rounds_to_nearest_even) {
         {INFINITY, 0x7f80},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
-        ck_assert_msg(bench_float_to_bf16(cases[i].in) == cases[i].bits, "%a -> %04x, expected %04x", cases[i].in,
-                      bench_float_to_bf16(cases[i].in), cases[i].bits);
-    ck_assert(isnan(bench_bf16_to_float(bench_float_to_bf16(NAN))));
+        ck_assert_msg(float_to_bf16(cases[i].in) == cases[i].bits, "%a -> %04x, expected %04x", cases[i].in,
+                      float_to_bf16(cases[i].in), cases[i].bits);
+    ck_assert(isnan(bf16_to_float(float_to_bf16(NAN))));
     for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
-        const float value = bench_bf16_to_float((uint16_t)bits);
-        if (!isnan(value)) ck_assert_int_eq(bench_float_to_bf16(value), bits);
+        const float value = bf16_to_float((uint16_t)bits);
+        if (!isnan(value)) ck_assert_int_eq(float_to_bf16(value), bits);
     }
 }
 END_TEST

@@ -310,6 +310,44 @@ START_TEST(every_plan_is_consistent) {
 }
 END_TEST
 
+
+/* Each row of the feature table: a call with that feature alone builds the portable kernels with its define
+ * (never the tensor-core ones), and the standard implementation refuses it by name. */
+START_TEST(features_as_data) {
+    const flashcl_device_caps caps = h100();
+    const flashcl_attention_desc desc = problem_desc(256, 64, FLASHCL_DTYPE_F16, 0);
+    int count = 0;
+    const flashcl_feature_def *defs = flashcl_feature_defs(&count);
+    ck_assert_int_eq(count, 4);
+    for (int i = 0; i < count; ++i) {
+        flashcl_features f = dense(&desc);
+        ck_assert(!flashcl_features_any(&f));
+        /* Switch on the feature the row describes, as flashcl_features_resolve would. */
+        if (strcmp(defs[i].define, "FLASHCL_WINDOW") == 0) f.window = 1, f.window_left = 8;
+        else if (strcmp(defs[i].define, "FLASHCL_BLOCK_MASK") == 0) f.block_mask = 1, f.mask_heads = 1;
+        else if (strcmp(defs[i].define, "FLASHCL_DROPOUT") == 0) f.dropout = 1;
+        else if (strcmp(defs[i].define, "FLASHCL_VARLEN") == 0) f.varlen.on = 1, f.varlen.total_q = 300;
+        else ck_abort_msg("feature %s has no case here: add one", defs[i].name);
+        ck_assert(defs[i].on(&f));
+        ck_assert_str_eq(flashcl_features_first(&f), defs[i].name);
+        flashcl_settings s = defaults();
+        for (int pass = 0; pass < 2; ++pass) {
+            const flashcl_exec_plan plan = dispatch_ok(&caps, &s, (flashcl_pass)pass, &desc, &f, 8);
+            ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+            char define[64];
+            snprintf(define, sizeof define, " -D%s=1", defs[i].define);
+            ck_assert_msg(strstr(plan.options, define), "%s: %s", defs[i].name, plan.options);
+        }
+        s.impl = FLASHCL_IMPL_STANDARD;
+        const flashcl_problem p = {FLASHCL_PASS_FORWARD, &desc, &f, 8, 8};
+        flashcl_exec_plan plan;
+        char reason[512];
+        ck_assert_int_eq(flashcl_dispatch(&caps, &s, &p, &plan, reason, sizeof reason), FLASHCL_ERROR_UNSUPPORTED);
+        ck_assert_msg(strstr(reason, defs[i].name), "%s", reason);
+    }
+}
+END_TEST
+
 static Suite *dispatch_suite(void) {
     Suite *s = suite_create("dispatch");
     TCase *tc = tcase_create("pure");
@@ -320,6 +358,7 @@ static Suite *dispatch_suite(void) {
     tcase_add_test(tc, emulation_within_llvmpipe_budget);
     tcase_add_test(tc, refusals_say_why);
     tcase_add_test(tc, every_plan_is_consistent);
+    tcase_add_test(tc, features_as_data);
     suite_add_tcase(s, tc);
     return s;
 }

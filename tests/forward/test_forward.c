@@ -192,20 +192,20 @@ END_TEST
 
 /* The host converters the 16-bit tests rely on, at their edge values. */
 START_TEST(test_storage_conversions) {
-    ck_assert_uint_eq(ts_float_to_half(1.0f), 0x3c00u);
-    ck_assert_uint_eq(ts_float_to_half(-2.0f), 0xc000u);
-    ck_assert_uint_eq(ts_float_to_half(65504.0f), 0x7bffu);
-    ck_assert_uint_eq(ts_float_to_half(65520.0f), 0x7c00u);         /* ties to even: overflow */
-    ck_assert_uint_eq(ts_float_to_half(ldexpf(1.0f, -24)), 0x0001u); /* smallest subnormal */
-    ck_assert_uint_eq(ts_float_to_half(1.0f + ldexpf(1.0f, -11)), 0x3c00u); /* tie to even, down */
-    ck_assert_uint_eq(ts_float_to_half(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02u); /* tie to even, up */
-    ck_assert(ts_half_to_float(0x3555u) == 0x1.554p-2f);
-    ck_assert(ts_half_to_float(0x0200u) == ldexpf(1.0f, -15));
-    ck_assert_uint_eq(ts_float_to_bf16(1.0f), 0x3f80u);
-    ck_assert_uint_eq(ts_float_to_bf16(1.0f + ldexpf(1.0f, -8)), 0x3f80u); /* tie to even */
-    ck_assert(ts_bf16_to_float(0x4049u) == 3.140625f);
+    ck_assert_uint_eq(float_to_half(1.0f), 0x3c00u);
+    ck_assert_uint_eq(float_to_half(-2.0f), 0xc000u);
+    ck_assert_uint_eq(float_to_half(65504.0f), 0x7bffu);
+    ck_assert_uint_eq(float_to_half(65520.0f), 0x7c00u);         /* ties to even: overflow */
+    ck_assert_uint_eq(float_to_half(ldexpf(1.0f, -24)), 0x0001u); /* smallest subnormal */
+    ck_assert_uint_eq(float_to_half(1.0f + ldexpf(1.0f, -11)), 0x3c00u); /* tie to even, down */
+    ck_assert_uint_eq(float_to_half(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02u); /* tie to even, up */
+    ck_assert(half_to_float(0x3555u) == 0x1.554p-2f);
+    ck_assert(half_to_float(0x0200u) == ldexpf(1.0f, -15));
+    ck_assert_uint_eq(float_to_bf16(1.0f), 0x3f80u);
+    ck_assert_uint_eq(float_to_bf16(1.0f + ldexpf(1.0f, -8)), 0x3f80u); /* tie to even */
+    ck_assert(bf16_to_float(0x4049u) == 3.140625f);
     for (uint32_t h = 0; h < 0x7c00u; ++h) /* every finite half round-trips */
-        ck_assert_uint_eq(ts_float_to_half(ts_half_to_float((uint16_t)h)), h);
+        ck_assert_uint_eq(float_to_half(half_to_float((uint16_t)h)), h);
 }
 END_TEST
 

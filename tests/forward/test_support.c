@@ -35,60 +35,12 @@ void ts_fill_uniform(ts_rng *rng, float *x, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; ++i) x[i] = (float)ts_uniform(rng, lo, hi);
 }
 
-static uint32_t float_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float bits_float(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-uint16_t ts_float_to_half(float x) {
-    const uint32_t u = float_bits(x);
-    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    const uint32_t magnitude = u & 0x7fffffffu;
-    if (magnitude > 0x7f800000u) return sign | 0x7e00u; /* NaN */
-    if (magnitude >= 0x477ff000u) return sign | 0x7c00u; /* 65520 and up round to inf */
-    if (magnitude < 0x38800000u) {                       /* below 2^-14: a half subnormal, unit 2^-24 */
-        /* Scaling by 2^24 is exact; nearbyint rounds half to even. */
-        return sign | (uint16_t)nearbyintf(bits_float(magnitude) * 16777216.0f);
-    }
-    uint32_t h = ((magnitude >> 23) - 112u) << 10 | ((magnitude & 0x7fffffu) >> 13);
-    const uint32_t rest = magnitude & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h; /* a carry into the exponent is correct */
-    return sign | (uint16_t)h;
-}
-
-float ts_half_to_float(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-    if (exponent == 0) {
-        float x = ldexpf((float)mantissa, -24);
-        return sign ? -x : x;
-    }
-    if (exponent == 31) return bits_float(sign | 0x7f800000u | mantissa << 13);
-    return bits_float(sign | (exponent + 112u) << 23 | mantissa << 13);
-}
-
-uint16_t ts_float_to_bf16(float x) {
-    uint32_t u = float_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float ts_bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
-
 float ts_round_to_dtype(float x, flashcl_dtype dtype) {
     switch (dtype) {
     case FLASHCL_DTYPE_F16:
-        return ts_half_to_float(ts_float_to_half(x));
+        return half_to_float(float_to_half(x));
     case FLASHCL_DTYPE_BF16:
-        return ts_bf16_to_float(ts_float_to_bf16(x));
+        return bf16_to_float(float_to_bf16(x));
     default:
         return x;
     }
@@ -105,7 +57,7 @@ static void store_element(unsigned char *at, flashcl_dtype dtype, float x) {
     if (dtype == FLASHCL_DTYPE_F32) {
         memcpy(at, &x, sizeof x);
     } else {
-        uint16_t h = dtype == FLASHCL_DTYPE_F16 ? ts_float_to_half(x) : ts_float_to_bf16(x);
+        uint16_t h = dtype == FLASHCL_DTYPE_F16 ? float_to_half(x) : float_to_bf16(x);
         memcpy(at, &h, sizeof h);
     }
 }
@@ -118,7 +70,7 @@ static float load_element(const unsigned char *at, flashcl_dtype dtype) {
     }
     uint16_t h;
     memcpy(&h, at, sizeof h);
-    return dtype == FLASHCL_DTYPE_F16 ? ts_half_to_float(h) : ts_bf16_to_float(h);
+    return dtype == FLASHCL_DTYPE_F16 ? half_to_float(h) : bf16_to_float(h);
 }
 
 static int is_poison(const unsigned char *at, size_t elem_size) {

@@ -7,6 +7,7 @@
 
 #include "attention_reference.h"
 #include "flashcl.h"
+#include "half_float.h" /* float <-> half / bfloat16, shared with the CLI and the bench */
 
 /* Seconds a Check test may run: a cold kernel build is ~1-3 s, a large case
  * plus its CPU reference a few more; CTest's TIMEOUT sits above the sum. */
@@ -27,10 +28,6 @@ typedef struct ts_rng {
 double ts_uniform(ts_rng *rng, double lo, double hi);
 void ts_fill_uniform(ts_rng *rng, float *x, size_t n, float lo, float hi);
 
-uint16_t ts_float_to_half(float x);
-float ts_half_to_float(uint16_t h);
-uint16_t ts_float_to_bf16(float x);
-float ts_bf16_to_float(uint16_t b);
 /* x rounded to dtype's storage and back (identity for F32). */
 float ts_round_to_dtype(float x, flashcl_dtype dtype);
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_half.h"
+#include "half_float.h"
 
 /* splitmix64: tiny, seedable, good enough to make inputs that are not zeros
  * and differ from size to size. */
@@ -38,7 +38,7 @@ static void store_as(flashcl_dtype dtype, const float *in, size_t count, void *o
     }
     uint16_t *bits = out;
     for (size_t i = 0; i < count; ++i)
-        bits[i] = dtype == FLASHCL_DTYPE_F16 ? bench_float_to_half(in[i]) : bench_float_to_bf16(in[i]);
+        bits[i] = dtype == FLASHCL_DTYPE_F16 ? float_to_half(in[i]) : float_to_bf16(in[i]);
 }
 
 typedef struct upload_state {
@@ -173,7 +173,7 @@ flashcl_status bench_read_floats(flashcl_context *ctx, cl_mem buffer, size_t cou
     if (err == CL_SUCCESS && dtype != FLASHCL_DTYPE_F32) {
         const uint16_t *bits = raw;
         for (size_t i = 0; i < count; ++i)
-            out[i] = dtype == FLASHCL_DTYPE_F16 ? bench_half_to_float(bits[i]) : bench_bf16_to_float(bits[i]);
+            out[i] = dtype == FLASHCL_DTYPE_F16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
     }
     if (raw != out) free(raw);
     if (err != CL_SUCCESS) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "bench_report.h"
+#include "dtype_option.h"
 
 /* JSON strings escape the quote, the backslash and control characters. */
 static void write_json_string(FILE *f, const char *text) {
@@ -81,7 +82,7 @@ int bench_write_json(const char *path, const bench_record_list *records) {
         write_json_string(f, bench_direction_name(r->direction));
         fprintf(f, ", \"batch\": %d, \"heads\": %d, \"seqlen\": %d, \"head_dim\": %d, \"causal\": %s, \"dtype\": ",
                 r->batch, r->heads, r->seqlen, r->head_dim, r->causal ? "true" : "false");
-        write_json_string(f, bench_dtype_name(r->dtype));
+        write_json_string(f, cli_dtype_word(r->dtype));
         const char *names[] = {"median_ms", "tflops",      "extra_device_bytes", "predicted_hbm_bytes",
                                "max_abs_err", "dropout", "block_density"};
         const double values[] = {r->median_ms,   r->tflops,  r->extra_device_bytes, r->predicted_hbm_bytes,
@@ -118,7 +119,7 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
     for (size_t i = 0; i < records->count; ++i) {
         const bench_record *r = &records->items[i];
         fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
-                r->heads, r->seqlen, r->head_dim, r->causal ? "true" : "false", bench_dtype_name(r->dtype));
+                r->heads, r->seqlen, r->head_dim, r->causal ? "true" : "false", cli_dtype_word(r->dtype));
         const double values[] = {r->median_ms,   r->tflops,  r->extra_device_bytes, r->predicted_hbm_bytes,
                                  r->max_abs_err, r->dropout, r->block_density};
         for (int k = 0; k < 7; ++k) {

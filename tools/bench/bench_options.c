@@ -1,5 +1,6 @@
 /* bench_options.c: parsing and usage text of `flashcl bench`'s options, and the protocol's defaults. */
 #include "bench_options.h"
+#include "dtype_option.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -325,12 +326,7 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         else if (strcmp(name, "--json") == 0) o->json_path = value;
         else if (strcmp(name, "--csv") == 0) o->csv_path = value;
         else if (strcmp(name, "--plot") == 0) o->plot_path = value;
-        else if (strcmp(name, "--dtype") == 0) {
-            if (strcmp(value, "f32") == 0) o->dtype = FLASHCL_DTYPE_F32;
-            else if (strcmp(value, "f16") == 0) o->dtype = FLASHCL_DTYPE_F16;
-            else if (strcmp(value, "bf16") == 0) o->dtype = FLASHCL_DTYPE_BF16;
-            else bad = 1;
-        }
+        else if (strcmp(name, "--dtype") == 0) bad = cli_dtype_parse(value, &o->dtype) != 0;
         if (bad) {
             fprintf(err, "flashcl bench: bad value '%s' for %s\n", value, name);
             return BENCH_PARSE_ERROR;

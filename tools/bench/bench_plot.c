@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bench_report.h"
+#include "dtype_option.h"
 
 /* The figure's curves: data columns 2.. of the data file. */
 enum { COL_SPEEDUP_FWD, COL_SPEEDUP_FB, COL_FLASH_FWD, COL_STD_FWD, COL_FLASH_FB, COL_STD_FB, COLUMN_COUNT };
@@ -96,7 +97,7 @@ static int write_script(const char *path, const char *data_path, const char *png
     write_quoted(f, png_path);
     char title[512];
     snprintf(title, sizeof title, "flashcl bench: d=%d, H=%d, %s, %s -- %s", o->head_dim, bench_heads_for(o),
-             o->causal ? "causal" : "not causal", bench_dtype_name(o->dtype), records->device);
+             o->causal ? "causal" : "not causal", cli_dtype_word(o->dtype), records->device);
     fputs("\nset datafile missing '?'\nset multiplot layout 1,2 title ", f);
     write_quoted(f, title);
     fputs("\nset grid\nset key top left\nset logscale x 2\nset xlabel 'sequence length N'\n"

@@ -40,13 +40,4 @@ const char *bench_direction_name(bench_direction direction) {
     return direction == BENCH_DIR_FORWARD ? "fwd" : "fwd+bwd";
 }
 
-const char *bench_dtype_name(flashcl_dtype dtype) {
-    switch (dtype) {
-    case FLASHCL_DTYPE_F32: return "f32";
-    case FLASHCL_DTYPE_F16: return "f16";
-    case FLASHCL_DTYPE_BF16: return "bf16";
-    }
-    return "?";
-}
-
 const char *bench_impl_name(flashcl_impl impl) { return impl == FLASHCL_IMPL_FLASH ? "flash" : "standard"; }

@@ -57,7 +57,6 @@ const bench_record *bench_records_find(const bench_record_list *list, int seqlen
                                        bench_direction direction);
 
 const char *bench_direction_name(bench_direction direction);
-const char *bench_dtype_name(flashcl_dtype dtype);
 const char *bench_impl_name(flashcl_impl impl);
 
 #endif

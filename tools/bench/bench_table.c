@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "bench_report.h"
+#include "dtype_option.h"
 
 void bench_format_bytes(double bytes, char *out, size_t out_size) {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -92,7 +93,7 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
         if (!rows) continue;
         fprintf(out, "\n%s: d=%d, H=%d, %s, %s, median of %d runs after %d warm-up; device: %s\n",
                 direction == BENCH_DIR_FORWARD ? "forward" : "forward+backward", o->head_dim, bench_heads_for(o),
-                o->causal ? "causal" : "not causal", bench_dtype_name(o->dtype), o->repeat, o->warmup,
+                o->causal ? "causal" : "not causal", cli_dtype_word(o->dtype), o->repeat, o->warmup,
                 records->device);
         if (o->dropout > 0.0 || o->block_density < 1.0)
             fprintf(out, "dropout %g, block density %g (block size %d; TFLOP/s counts the dense FLOPs)\n",

@@ -1,6 +1,7 @@
-/* half_float.h: conversions between float and the 16-bit storage formats (IEEE half, bfloat16). */
-#ifndef FLASHCL_TOOLS_HALF_FLOAT_H
-#define FLASHCL_TOOLS_HALF_FLOAT_H
+/* half_float.h: conversions between float and the 16-bit storage formats (IEEE half, bfloat16): the one host-side
+ * implementation the tests, the CLI and the bench share. */
+#ifndef FLASHCL_REFERENCE_HALF_FLOAT_H
+#define FLASHCL_REFERENCE_HALF_FLOAT_H
 
 #include <stdint.h>
 
