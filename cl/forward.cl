@@ -6,6 +6,11 @@
 //   BLOCK_K    key/value rows per step of the inner loop
 //   THREADS_Q  work-items along query rows (BLOCK_Q % THREADS_Q == 0)
 //   THREADS_K  work-items along keys and the head dimension (BLOCK_K % THREADS_K == 0)
+//   FLASHCL_SPLIT_KV  1: split-KV (decode) mode: work-group (query block,
+//              batch x head, split) takes keys [split * split_keys, + split_keys)
+//              only and writes its unnormalised partial O (float) to part_o
+//              and its row maximum and sum to part_stats; cl/split_combine.cl
+//              merges the splits. Dense calls only (causal allowed).
 //
 // Work-item (tq, tk) owns query rows tq + i*THREADS_Q and, of each row, the
 // scores of keys tk + j*THREADS_K and the outputs of dims OUT_DIM(j) (groups
@@ -126,6 +131,15 @@ typedef float kv_t;
         if (KV_ELEMS % WG_SIZE == 0 || e < KV_ELEMS) KV_STORE(dst, r * (dst_stride) + d, (buf)[t]); \
     }
 
+#if FLASHCL_SPLIT_KV
+#if FLASHCL_SPARSE || FLASHCL_DROPOUT || FLASHCL_VARLEN
+#error "FLASHCL_SPLIT_KV takes dense calls only (causal allowed)"
+#endif
+#define FLASHCL_SPLIT_PARAMS , __global float *part_o, __global float2 *part_stats, int split_keys
+#else
+#define FLASHCL_SPLIT_PARAMS
+#endif
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
@@ -133,7 +147,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
-    FLASHCL_FEATURE_PARAMS) {
+    FLASHCL_SPLIT_PARAMS FLASHCL_FEATURE_PARAMS) {
     // Declared as float4 so float4 reads are aligned; used through float views.
     __local float4 q_tile4[BLOCK_Q * Q_STRIDE / 4];
     __local float4 k_tile4[BLOCK_K * K_STRIDE / 4];
@@ -173,6 +187,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     const int diagonal = seqlen_k - seqlen_q;
     int key_end = seqlen_k;
     if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k); // later blocks are fully masked
+    int key_first = 0; // the first key block of this work-group (a multiple of BLOCK_K)
+#if FLASHCL_SPLIT_KV
+    // This split's chunk of the keys: split_keys is a multiple of BLOCK_K,
+    // so its blocks are the unsplit kernel's blocks. A chunk past key_end
+    // sees no key and writes an empty partial (O = 0, LSE = -inf).
+    const int split = (int)get_group_id(2);
+    key_first = split * split_keys;
+    key_end = min(key_end, key_first + split_keys);
+#endif
 #if FLASHCL_SPARSE
     // Key blocks outside the band of this group's rows are never loaded;
     // blocks start at multiples of BLOCK_K so they match the tile mask.
@@ -227,11 +250,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         FLASHCL_NEXT_TILE(next_k0);
 #define NEXT_K0 next_k0
 #else
-    if (key_end > 0) {
-        FETCH_KV(k_next, k, k_base, k_stride_s, 0);
-        FETCH_KV(v_next, v, v_base, v_stride_s, 0);
+    if (key_first < key_end) {
+        FETCH_KV(k_next, k, k_base, k_stride_s, key_first);
+        FETCH_KV(v_next, v, v_base, v_stride_s, key_first);
     }
-    for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
+    for (int k0 = key_first; k0 < key_end; k0 += BLOCK_K) {
 #define NEXT_K0 (k0 + BLOCK_K)
 #endif
         barrier(CLK_LOCAL_MEM_FENCE); // the previous block's readers are done with the tiles
@@ -392,6 +415,23 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         row_sum[i] = l;
     }
 
+#if FLASHCL_SPLIT_KV
+    // The partial of this split, in float and not normalised (the combine
+    // rescales it by exp(m_s - M), as the online softmax rescales a block):
+    // rows of (split, batch x head, row), HEAD_DIM floats each, with the
+    // row's maximum m_s (-inf: the split saw no key) and sum l_s.
+    const ulong part_row0 = ((ulong)split * (ulong)get_num_groups(1) + (ulong)bh) * (ulong)seqlen_q;
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+        const int row = q0 + tq + i * THREADS_Q;
+        if (row >= seqlen_q) continue;
+        for (int j = 0; j < DIMS_PER_ITEM; ++j) {
+            const int d = OUT_DIM(j);
+            if (d < HEAD_DIM) part_o[(part_row0 + (ulong)row) * HEAD_DIM + d] = acc[i][j];
+        }
+        if (tk == 0) part_stats[part_row0 + (ulong)row] = (float2)(row_max[i], row_sum[i]);
+    }
+    return;
+#endif
     for (int i = 0; i < ROWS_PER_ITEM; ++i) {
         const int row = q0 + tq + i * THREADS_Q;
         if (row >= seqlen_q) continue;

@@ -507,6 +507,26 @@ typedef enum flashcl_f32_precision {
 /* Selects how fp32 forward calls compute on ctx (default FULL). */
 FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ctx, flashcl_f32_precision precision);
 
+/* Split-KV ("flash-decoding") for forward calls whose work-groups would
+ * not fill the device, such as decode (a few query rows against a long
+ * key/value sequence): the key axis is cut into chunks taken by separate
+ * work-groups, each writing its partial O, row maximum and row sum in
+ * float to scratch (splits x batch x heads_q x seqlen_q x (head_dim + 2)
+ * floats, counted in extra_device_bytes and the memory budget), and a
+ * combine kernel merges them as the online softmax merges key blocks. It applies to the portable
+ * forward kernel on dense calls (causal allowed; not with a window, block
+ * mask, dropout or packed batch, nor on the tensor-core kernel yet).
+ * splits: 0 (default) automatic: only when the call has fewer than four
+ * work-groups per compute unit, enough chunks to reach that, each of at
+ * least 4 key blocks; 1 never; n > 1: n chunks where it applies (at most
+ * 256 and one per key block; fewer if the chunks of whole key blocks cover
+ * the keys in fewer), refused with FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY if
+ * the partials exceed the memory budget. The same split count gives the
+ * same bits every run; different counts differ by rounding only (the
+ * sums are grouped differently: within a few float ulps of max |O|,
+ * tested). flashcl_call_stats.kv_splits says what ran. */
+FLASHCL_API flashcl_status flashcl_context_set_kv_splits(flashcl_context *ctx, int splits);
+
 /* The kernel family that runs a call (flashcl_call_stats.kernel). Every
  * report of a call (flashcl_last_call_stats, flashcl_explain_call, the CLI's
  * run, bench and devices output, JSON and CSV) names it with
@@ -558,6 +578,10 @@ typedef struct flashcl_call_stats {
      * with; both "" for the standard impl, whose GEMMs CLBlast builds. */
     char program[32];
     char build_options[FLASHCL_BUILD_OPTIONS_CAPACITY];
+    /* Split-KV forward: the key axis was cut into this many chunks, each
+     * taken by its own work-groups, and their partials merged by a combine
+     * kernel (flashcl_context_set_kv_splits); 1: not split. */
+    int kv_splits;
 } flashcl_call_stats;
 
 FLASHCL_API flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_stats *stats);

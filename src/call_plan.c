@@ -12,6 +12,7 @@ static flashcl_settings settings_of(const flashcl_context *ctx, flashcl_pass pas
     s.forced_plan_set = ctx->forced_plan_set[pass];
     s.forced_plan = ctx->forced_plan[pass];
     s.memory_budget = ctx->memory_budget;
+    s.kv_splits = ctx->kv_splits;
     return s;
 }
 

@@ -198,6 +198,91 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
     plan->extra_device_bytes = plan->delta_rows * sizeof(float) + tile_bytes;
 }
 
+/* Key blocks each split streams at least: fewer, and the partials' writes
+ * and the combine start to cost more than the parallelism gains (a split
+ * reads 2 x block_k x head_dim elements per block and writes head_dim + 2
+ * floats per row in all). */
+#define MIN_KEY_BLOCKS_PER_SPLIT 4
+/* Work-groups per compute unit the automatic split aims for: on the H100
+ * (132 units, f16 d128 decode, 32 query heads) 16 splits (3.9 per unit)
+ * read K and V at 153 GB/s, 9 (2.2 per unit) at 89, 64 to 256 no faster
+ * (docs/perf.md, split-KV). */
+#define SPLIT_TARGET_GROUPS_PER_UNIT 4
+#define MAX_KV_SPLITS 256
+
+/* Split-KV (decode): when the call's work-groups would not fill the device,
+ * the forward's key axis is cut into chunks taken by separate work-groups;
+ * a combine kernel merges their partials. The portable forward, dense
+ * calls only (causal allowed). The count: forced by the settings, else
+ * enough work-groups for SPLIT_TARGET_GROUPS_PER_UNIT per compute unit,
+ * each chunk at least MIN_KEY_BLOCKS_PER_SPLIT key blocks. */
+static flashcl_status choose_splits(const flashcl_device_caps *caps, const flashcl_settings *s,
+                                    const flashcl_problem *p, flashcl_exec_plan *plan, char *reason, size_t size) {
+    const flashcl_attention_desc *desc = p->desc;
+    plan->kv_splits = 1;
+    if (p->pass != FLASHCL_PASS_FORWARD || plan->kind != FLASHCL_KERNEL_PORTABLE || flashcl_features_any(p->features) ||
+        s->kv_splits == 1)
+        return FLASHCL_SUCCESS;
+    const size_t block_k = (size_t)plan->tiles.block_k;
+    const size_t key_blocks = ceil_div((size_t)desc->seqlen_k, block_k);
+    const size_t groups = ceil_div((size_t)desc->seqlen_q, (size_t)plan->tiles.block_q) * (size_t)desc->batch *
+                          (size_t)desc->heads_q;
+    size_t splits;
+    if (s->kv_splits > 1) {
+        splits = (size_t)s->kv_splits;
+    } else {
+        const size_t target = (size_t)caps->limits.compute_units * SPLIT_TARGET_GROUPS_PER_UNIT;
+        if (groups >= target) return FLASHCL_SUCCESS;
+        splits = ceil_div(target, groups);
+        const size_t longest = key_blocks / MIN_KEY_BLOCKS_PER_SPLIT;
+        if (splits > longest) splits = longest;
+    }
+    if (splits > MAX_KV_SPLITS) splits = MAX_KV_SPLITS;
+    if (splits > key_blocks) splits = key_blocks;
+    if (splits < 2) return FLASHCL_SUCCESS;
+    /* Whole key blocks per chunk, so the chunks' blocks are the unsplit
+     * kernel's; the last chunk may be shorter, none is empty. */
+    const size_t split_keys = ceil_div(key_blocks, splits) * block_k;
+    splits = ceil_div((size_t)desc->seqlen_k, split_keys);
+    if (splits < 2) return FLASHCL_SUCCESS;
+    plan->split_rows = (size_t)desc->batch * (size_t)desc->heads_q * (size_t)desc->seqlen_q;
+    const size_t scratch = splits * plan->split_rows * ((size_t)desc->head_dim + 2) * sizeof(float);
+    if (s->memory_budget != 0 && scratch > s->memory_budget) {
+        if (s->kv_splits > 1)
+            return refuse(reason, size, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
+                          "%zu split-KV partials need %zu bytes of scratch, the memory budget is %zu", splits,
+                          scratch, s->memory_budget);
+        return FLASHCL_SUCCESS; /* automatic: the unsplit kernel needs no scratch */
+    }
+    plan->kv_splits = (int)splits;
+    plan->split_keys = (int)split_keys;
+    plan->extra_device_bytes += scratch;
+    plan->kernel_count = 2;
+    plan->kernel_names[FLASHCL_KERNEL_COMBINE] = "flashcl_split_combine";
+    plan->combine_program = "split_combine.cl";
+    snprintf(plan->combine_options, sizeof plan->combine_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d",
+             (int)desc->dtype, desc->head_dim);
+    add_options(plan, " -DFLASHCL_SPLIT_KV=1");
+    plan->work_dims[0] = 3;
+    plan->global[0][2] = splits;
+    plan->local[0][2] = 1;
+    /* The combine: one work-item per output element. */
+    size_t local = 64;
+    if (local > caps->limits.max_work_group_size) local = caps->limits.max_work_group_size;
+    plan->work_dims[FLASHCL_KERNEL_COMBINE] = 1;
+    plan->global[FLASHCL_KERNEL_COMBINE][0] =
+        ceil_div(plan->split_rows * (size_t)desc->head_dim, local) * local;
+    plan->local[FLASHCL_KERNEL_COMBINE][0] = local;
+    return FLASHCL_SUCCESS;
+}
+
+/* Bytes the split-KV partials add to the IO model: written once by the
+ * split kernel and read once by the combine. */
+static double split_bytes(const flashcl_exec_plan *plan, int head_dim) {
+    if (plan->kv_splits < 2) return 0.0;
+    return 2.0 * (double)plan->kv_splits * (double)plan->split_rows * ((double)head_dim + 2.0) * sizeof(float);
+}
+
 /* The standard implementation's N x N matrices (S and P; S, dP, then P and
  * dS in the backward, two live at a time), SIZE_MAX past the address space. */
 static size_t standard_bytes(const flashcl_attention_desc *desc, flashcl_pass pass) {
@@ -240,6 +325,8 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
     }
     flash_program(problem, problem->kv_alignment, plan);
     flash_launch(caps, problem, plan);
+    flashcl_status status = choose_splits(caps, settings, problem, plan, reason, reason_size);
+    if (status != FLASHCL_SUCCESS) return status;
     if (settings->memory_budget != 0 && plan->extra_device_bytes > settings->memory_budget) {
         if (problem->pass == FLASHCL_PASS_FORWARD)
             return refuse(reason, reason_size, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
@@ -249,7 +336,8 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
                       "the backward pass needs %zu bytes of scratch, the memory budget is %zu",
                       plan->extra_device_bytes, settings->memory_budget);
     }
-    plan->predicted_global_bytes = flashcl_io_model_bytes(desc, settings->impl, problem->pass, &plan->tiles);
+    plan->predicted_global_bytes =
+        flashcl_io_model_bytes(desc, settings->impl, problem->pass, &plan->tiles) + split_bytes(plan, desc->head_dim);
     return FLASHCL_SUCCESS;
 }
 
@@ -264,6 +352,7 @@ void flashcl_exec_plan_report(const flashcl_exec_plan *plan, flashcl_call_stats 
     if (plan->backend) snprintf(stats->backend, sizeof stats->backend, "%s", plan->backend->name);
     if (plan->program) snprintf(stats->program, sizeof stats->program, "%s", plan->program);
     snprintf(stats->build_options, sizeof stats->build_options, "%s", plan->options);
+    stats->kv_splits = plan->impl == FLASHCL_IMPL_FLASH ? (plan->kv_splits > 0 ? plan->kv_splits : 1) : 1;
 }
 
 const char *flashcl_kernel_kind_name(flashcl_kernel_kind kind) {

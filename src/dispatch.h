@@ -16,6 +16,7 @@ typedef struct flashcl_settings {
     int forced_plan_set;       /* for the problem's pass */
     flashcl_plan forced_plan;
     size_t memory_budget;      /* 0: none */
+    int kv_splits;             /* split-KV forward: 0 automatic, 1 never, n: n splits where it applies */
 } flashcl_settings;
 
 /* One call as the dispatcher sees it. */
@@ -31,6 +32,8 @@ typedef struct flashcl_problem {
 /* Kernels of one plan: the forward has one, the backward three (D =
  * rowsum(dO * O), then dK/dV and dQ, which both read D). */
 enum { FLASHCL_KERNEL_MAIN = 0, FLASHCL_KERNEL_DELTA = 0, FLASHCL_KERNEL_DKDV = 1, FLASHCL_KERNEL_DQ = 2 };
+/* A split-KV forward's second kernel: the combine (cl/split_combine.cl). */
+enum { FLASHCL_KERNEL_COMBINE = 1 };
 
 typedef struct flashcl_exec_plan {
     flashcl_impl impl;
@@ -46,10 +49,18 @@ typedef struct flashcl_exec_plan {
     const char *kernel_names[3];
     char options[FLASHCL_BUILD_OPTIONS_CAPACITY];
     cl_uint work_dims[3];
-    size_t global[3][2], local[3][2];
+    size_t global[3][3], local[3][3];
     /* The portable kernels take the features' arguments (cl/common.cl
      * FLASHCL_FEATURE_PARAMS) and the portable dK/dV kernel heads_kv. */
     int portable_args;
+    /* Split-KV forward: the key axis in kv_splits chunks of split_keys keys
+     * (1: not split); the partials (float O and LSE per split and row) in
+     * scratch, then the combine kernel, built from combine_program with
+     * combine_options. */
+    int kv_splits, split_keys;
+    size_t split_rows; /* batch x heads x seqlen_q */
+    const char *combine_program;
+    char combine_options[96];
     size_t delta_rows; /* backward: floats of D */
     int delta_seqlen;  /* backward: the rows per head the delta kernel sees (a packed batch's total) */
     /* Block-mask tile summaries (tile_q x tile_k) the tiled kernels read:

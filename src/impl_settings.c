@@ -72,3 +72,13 @@ flashcl_status flashcl_context_force_plan(flashcl_context *ctx, flashcl_pass pas
     if (plan) ctx->forced_plan[pass] = *plan;
     return FLASHCL_SUCCESS;
 }
+
+flashcl_status flashcl_context_set_kv_splits(flashcl_context *ctx, int splits) {
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_kv_splits: ctx is NULL");
+    flashcl_clear_error(ctx);
+    if (splits < 0)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                            "kv splits must be 0 (automatic), 1 (never) or a count, not %d", splits);
+    ctx->kv_splits = splits;
+    return FLASHCL_SUCCESS;
+}

@@ -1,22 +1,79 @@
-/* launch_forward.c: enqueues a forward plan (portable or tensor-core kernel, after a block mask's tile summary). */
+/* launch_forward.c: enqueues a forward plan (portable or tensor-core kernel, after a block mask's tile summary; with
+ * split-KV, the split kernel then the combine). */
 #include "kernel_args.h"
 #include "launch.h"
+
+static int queue_is_in_order(cl_command_queue queue) {
+    cl_command_queue_properties props = 0;
+    if (clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS) return 0;
+    return (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
+}
+
+/* The split-KV scratch: the partial O (HEAD_DIM floats per split and row) and the row's maximum and sum (two). */
+typedef struct split_scratch {
+    cl_mem part_o, part_stats;
+} split_scratch;
+
+static void split_release(split_scratch *p) {
+    if (p->part_o) clReleaseMemObject(p->part_o);
+    if (p->part_stats) clReleaseMemObject(p->part_stats);
+}
+
+static flashcl_status split_allocate(flashcl_context *ctx, const flashcl_exec_plan *plan, int head_dim,
+                                     split_scratch *out) {
+    const size_t rows = (size_t)plan->kv_splits * plan->split_rows;
+    cl_int err;
+    out->part_o = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, rows * (size_t)head_dim * sizeof(float), NULL, &err);
+    if (err == CL_SUCCESS)
+        out->part_stats = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, rows * 2 * sizeof(float), NULL, &err);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clCreateBuffer (split-KV partials)");
+    return FLASHCL_SUCCESS;
+}
+
+/* The combine kernel's arguments: the partials, then O and LSE as the forward takes them. */
+static cl_int combine_arguments(cl_kernel kernel, const flashcl_exec_plan *plan, const flashcl_attention_desc *desc,
+                                const split_scratch *p, const flashcl_tensor *q, const flashcl_tensor *o,
+                                const flashcl_tensor *lse) {
+    const flashcl_tensor lse_arg = lse ? *lse : (flashcl_tensor){q->buffer, 0, 0, 0, 0};
+    flashcl_kernel_args a = {kernel, 0, CL_SUCCESS};
+    flashcl_arg_mem(&a, p->part_o);
+    flashcl_arg_mem(&a, p->part_stats);
+    flashcl_arg_int(&a, plan->kv_splits);
+    flashcl_arg_ulong(&a, plan->split_rows);
+    flashcl_arg_tensor(&a, o);
+    flashcl_arg_tensor(&a, &lse_arg);
+    flashcl_arg_int(&a, lse != NULL);
+    flashcl_arg_int(&a, desc->heads_q);
+    flashcl_arg_int(&a, desc->seqlen_q);
+    return a.error;
+}
 
 flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_plan *plan,
                                       const flashcl_attention_desc *desc, const flashcl_features *features,
                                       const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
                                       const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
                                       const cl_event *wait_list, cl_event *event) {
-    cl_kernel kernel;
-    flashcl_status status = flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options,
-                                                       &kernel);
+    const int split = plan->kv_splits > 1;
+    cl_kernel kernel, combine = NULL;
+    flashcl_status status =
+        flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options, &kernel);
+    if (status == FLASHCL_SUCCESS && split)
+        status = flashcl_get_kernel(ctx, plan->combine_program, plan->kernel_names[FLASHCL_KERNEL_COMBINE],
+                                    plan->combine_options, &combine);
     if (status != FLASHCL_SUCCESS) return status;
+    split_scratch parts = {NULL, NULL};
+    if (split && (status = split_allocate(ctx, plan, desc->head_dim, &parts))) {
+        split_release(&parts);
+        return status;
+    }
     /* The block mask's tile summary runs first; the attention kernel waits for it. */
     flashcl_tile_mask tiles;
-    cl_event tiles_done = NULL;
+    cl_event tiles_done = NULL, main_done = NULL;
     if ((status = flashcl_tile_mask_build(ctx, desc, features, plan->mask_tiles[0][0], plan->mask_tiles[0][1],
-                                          num_events, wait_list, &tiles, &tiles_done)))
+                                          num_events, wait_list, &tiles, &tiles_done))) {
+        split_release(&parts);
         return status;
+    }
     if (tiles_done) {
         num_events = 1;
         wait_list = &tiles_done;
@@ -25,21 +82,42 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
     /* The tensor-core kernel takes no features (the dispatcher gives it
      * none), so its causal flag is the desc's. */
     flashcl_arg_forward_dense(&args, desc, q, k, v, o, lse, features->causal);
+    if (split) {
+        flashcl_arg_mem(&args, parts.part_o);
+        flashcl_arg_mem(&args, parts.part_stats);
+        flashcl_arg_int(&args, plan->split_keys);
+    }
     if (plan->portable_args) flashcl_arg_features(&args, features, &tiles);
-    if (args.error != CL_SUCCESS) {
-        status = flashcl_fail_cl(ctx, args.error, "clSetKernelArg (forward)");
+    cl_int err = args.error;
+    if (err == CL_SUCCESS && split) err = combine_arguments(combine, plan, desc, &parts, q, o, lse);
+    if (err != CL_SUCCESS) {
+        status = flashcl_fail_cl(ctx, err, "clSetKernelArg (forward)");
         goto done;
     }
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernel, plan->work_dims[0], NULL, plan->global[0],
-                                        plan->local[0], num_events, wait_list, event);
+    /* On an in-order queue the order is the dependency; otherwise the
+     * combine waits for the split kernel's event. */
+    const int in_order = queue_is_in_order(ctx->queue);
+    err = clEnqueueNDRangeKernel(ctx->queue, kernel, plan->work_dims[0], NULL, plan->global[0], plan->local[0],
+                                 num_events, wait_list, split ? (in_order ? NULL : &main_done) : event);
     if (err != CL_SUCCESS) {
         status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (forward)");
         goto done;
     }
+    if (split) {
+        enum { C = FLASHCL_KERNEL_COMBINE };
+        err = clEnqueueNDRangeKernel(ctx->queue, combine, plan->work_dims[C], NULL, plan->global[C], plan->local[C],
+                                     in_order ? 0 : 1, in_order ? NULL : &main_done, event);
+        if (err != CL_SUCCESS) {
+            status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (split-KV combine)");
+            goto done;
+        }
+    }
     flashcl_record_stats(ctx, plan);
 done:
-    /* Enqueued kernels keep the summary alive until they finish. */
+    /* Enqueued kernels keep the summary and the partials alive until they finish. */
     if (tiles_done) clReleaseEvent(tiles_done);
+    if (main_done) clReleaseEvent(main_done);
     flashcl_tile_mask_release(&tiles);
+    split_release(&parts);
     return status;
 }

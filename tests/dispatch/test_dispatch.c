@@ -114,6 +114,7 @@ END_TEST
 START_TEST(h100_f32_needs_3xtf32) {
     const flashcl_device_caps caps = h100();
     flashcl_settings s = defaults();
+    s.kv_splits = 1; /* 512 work-groups would not fill the H100's 132 x 4: this is about the kernel, not the split */
     const flashcl_attention_desc desc = problem_desc(2048, 64, FLASHCL_DTYPE_F32, 0);
     const flashcl_features f = dense(&desc);
     flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
@@ -287,7 +288,7 @@ START_TEST(every_plan_is_consistent) {
                                 ck_assert_uint_eq(t->work_group_size, (size_t)t->threads_q * (size_t)t->threads_k);
                                 ck_assert_uint_le(t->work_group_size, groups[g]);
                                 ck_assert_uint_le(t->local_mem_bytes, locals[l]);
-                                ck_assert_int_eq(plan.kernel_count, pass == 0 ? 1 : 3);
+                                ck_assert_int_eq(plan.kernel_count, pass == 0 ? (plan.kv_splits > 1 ? 2 : 1) : 3);
                                 for (int k = 0; k < plan.kernel_count; ++k) {
                                     ck_assert_ptr_nonnull(plan.kernel_names[k]);
                                     for (cl_uint x = 0; x < plan.work_dims[k]; ++x)
@@ -348,6 +349,62 @@ START_TEST(features_as_data) {
 }
 END_TEST
 
+/* Split-KV in the dispatcher: a decode call on the H100's portable kernel is cut into enough chunks for four
+ * work-groups per compute unit; prefill, the tensor-core kernel, features and the backward are not; a forced
+ * count is clamped to the key blocks; the scratch and the IO model count the partials. */
+START_TEST(split_kv_decisions) {
+    const flashcl_device_caps caps = h100();
+    flashcl_settings s = defaults();
+    s.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+    flashcl_attention_desc desc = problem_desc(1, 128, FLASHCL_DTYPE_F16, 0);
+    desc.batch = 1;
+    desc.heads_q = 32;
+    desc.heads_kv = 8;
+    desc.seqlen_k = 131072;
+    flashcl_features f = dense(&desc);
+    flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(plan.kv_splits, 17); /* ceil(132 x 4 / 32 work-groups) */
+    ck_assert_int_eq(plan.kernel_count, 2);
+    ck_assert_str_eq(plan.combine_program, "split_combine.cl");
+    ck_assert_ptr_nonnull(strstr(plan.options, " -DFLASHCL_SPLIT_KV=1"));
+    ck_assert_int_eq(plan.split_keys % plan.tiles.block_k, 0);
+    ck_assert_int_ge(plan.kv_splits * plan.split_keys, 131072);
+    ck_assert_int_lt((plan.kv_splits - 1) * plan.split_keys, 131072);
+    ck_assert_uint_eq(plan.work_dims[0], 3);
+    ck_assert_uint_eq(plan.global[0][2], 17);
+    ck_assert_uint_eq(plan.extra_device_bytes, (size_t)17 * 32 * (128 + 2) * sizeof(float));
+    flashcl_exec_plan unsplit;
+    s.kv_splits = 1;
+    unsplit = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(unsplit.kv_splits, 1);
+    ck_assert_int_eq(unsplit.kernel_count, 1);
+    ck_assert(plan.predicted_global_bytes > unsplit.predicted_global_bytes); /* the partials' traffic */
+    s.kv_splits = 100000; /* clamped: at most 256, at most one per key block */
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8).kv_splits, 256);
+    desc.seqlen_k = 100;
+    f = dense(&desc);
+    const int blocks = (100 + plan.tiles.block_k - 1) / plan.tiles.block_k;
+    ck_assert_int_le(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8).kv_splits, blocks);
+    /* Not split: the backward, the tensor-core kernel, a window, a call that fills the device. */
+    s.kv_splits = 0;
+    desc.seqlen_k = 131072;
+    f = dense(&desc);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &desc, &f, 8).kv_splits, 1);
+    flashcl_settings tc = defaults();
+    ck_assert_int_eq(dispatch_ok(&caps, &tc, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_TENSOR_CORE);
+    ck_assert_int_eq(dispatch_ok(&caps, &tc, FLASHCL_PASS_FORWARD, &desc, &f, 8).kv_splits, 1);
+    flashcl_attention_desc window = desc;
+    window.sliding_window = 1;
+    window.window_left = 1000;
+    const flashcl_features wf = dense(&window);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &window, &wf, 8).kv_splits, 1);
+    flashcl_attention_desc prefill = problem_desc(4096, 128, FLASHCL_DTYPE_F16, 1);
+    const flashcl_features pf = dense(&prefill);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &prefill, &pf, 8).kv_splits, 1);
+}
+END_TEST
+
 static Suite *dispatch_suite(void) {
     Suite *s = suite_create("dispatch");
     TCase *tc = tcase_create("pure");
@@ -359,6 +416,7 @@ static Suite *dispatch_suite(void) {
     tcase_add_test(tc, refusals_say_why);
     tcase_add_test(tc, every_plan_is_consistent);
     tcase_add_test(tc, features_as_data);
+    tcase_add_test(tc, split_kv_decisions);
     suite_add_tcase(s, tc);
     return s;
 }
