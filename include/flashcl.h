@@ -516,7 +516,7 @@ FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ct
  * combine kernel merges them as the online softmax merges key blocks. It applies to the portable
  * forward kernel on dense calls (causal allowed; not with a window, block
  * mask, dropout or packed batch, nor on the tensor-core kernel yet).
- * splits: 0 (default) automatic: only when the call has fewer than four
+ * splits: 0 (default) automatic: only when the call has fewer than eight
  * work-groups per compute unit, enough chunks to reach that, each of at
  * least 4 key blocks; 1 never; n > 1: n chunks where it applies (at most
  * 256 and one per key block; fewer if the chunks of whole key blocks cover

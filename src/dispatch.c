@@ -203,11 +203,14 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
  * reads 2 x block_k x head_dim elements per block and writes head_dim + 2
  * floats per row in all). */
 #define MIN_KEY_BLOCKS_PER_SPLIT 4
-/* Work-groups per compute unit the automatic split aims for: on the H100
- * (132 units, f16 d128 decode, 32 query heads) 16 splits (3.9 per unit)
- * read K and V at 153 GB/s, 9 (2.2 per unit) at 89, 64 to 256 no faster
- * (docs/perf.md, split-KV). */
-#define SPLIT_TARGET_GROUPS_PER_UNIT 4
+/* Work-groups per compute unit the automatic split aims for. On the H100
+ * (132 units, f16 d128 decode, 32 query heads; docs/perf.md, split-KV) the
+ * portable kernel holds about 4 work-groups per unit at once: 16 splits
+ * (512 work-groups, one wave) read K and V at 151 GB/s, 17 (544: a second,
+ * nearly empty wave) at 98, 32 and 33 (two waves) at 150 and 154, 48 at
+ * 150. Aiming at 8 per unit keeps several waves, so one work-group more or
+ * less costs little. */
+#define SPLIT_TARGET_GROUPS_PER_UNIT 8
 #define MAX_KV_SPLITS 256
 
 /* Split-KV (decode): when the call's work-groups would not fill the device,

@@ -349,7 +349,7 @@ START_TEST(features_as_data) {
 }
 END_TEST
 
-/* Split-KV in the dispatcher: a decode call on the H100's portable kernel is cut into enough chunks for four
+/* Split-KV in the dispatcher: a decode call on the H100's portable kernel is cut into enough chunks for eight
  * work-groups per compute unit; prefill, the tensor-core kernel, features and the backward are not; a forced
  * count is clamped to the key blocks; the scratch and the IO model count the partials. */
 START_TEST(split_kv_decisions) {
@@ -364,7 +364,7 @@ START_TEST(split_kv_decisions) {
     flashcl_features f = dense(&desc);
     flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
     ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
-    ck_assert_int_eq(plan.kv_splits, 17); /* ceil(132 x 4 / 32 work-groups) */
+    ck_assert_int_eq(plan.kv_splits, 33); /* ceil(132 x 8 / 32 work-groups) */
     ck_assert_int_eq(plan.kernel_count, 2);
     ck_assert_str_eq(plan.combine_program, "split_combine.cl");
     ck_assert_ptr_nonnull(strstr(plan.options, " -DFLASHCL_SPLIT_KV=1"));
@@ -372,8 +372,8 @@ START_TEST(split_kv_decisions) {
     ck_assert_int_ge(plan.kv_splits * plan.split_keys, 131072);
     ck_assert_int_lt((plan.kv_splits - 1) * plan.split_keys, 131072);
     ck_assert_uint_eq(plan.work_dims[0], 3);
-    ck_assert_uint_eq(plan.global[0][2], 17);
-    ck_assert_uint_eq(plan.extra_device_bytes, (size_t)17 * 32 * (128 + 2) * sizeof(float));
+    ck_assert_uint_eq(plan.global[0][2], 33);
+    ck_assert_uint_eq(plan.extra_device_bytes, (size_t)33 * 32 * (128 + 2) * sizeof(float));
     flashcl_exec_plan unsplit;
     s.kv_splits = 1;
     unsplit = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
