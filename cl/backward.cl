@@ -10,7 +10,8 @@
 //              (BLOCK_Q % THREADS_Q == 0)
 //
 // Three kernels, run in this order on one queue:
-//   flashcl_backward_delta   D_i = rowsum(dO_i * O_i), the only scratch (O(N))
+//   (D_i = rowsum(dO_i * O_i), the only scratch (O(N)), comes first from
+//   cl/backward_delta.cl, shared with the tensor-core backward)
 //   flashcl_backward_dkdv  a work-group owns BLOCK_K keys of one K/V head and
 //                          walks every query of every query head of its group:
 //                          dV += P^T dO, dK += scale * dS^T Q
@@ -160,23 +161,6 @@ inline float flashcl_probability(float score, float scale, float lse, int visibl
 #define DELTA_ROW0(b, h) (((ulong)(b) * (ulong)heads_q + (ulong)(h)) * (ulong)seqlen_q)
 #endif
 
-__kernel void flashcl_backward_delta(__global const storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h,
-                                   ulong o_stride_s, __global const storage_t *dout, ulong do_offset,
-                                   ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
-                                   __global float *delta, int heads_q, int seqlen_q, ulong rows) {
-    const ulong index = get_global_id(0);
-    if (index >= rows) return;
-    const ulong bh = index / (ulong)seqlen_q;
-    const int i = (int)(index - bh * (ulong)seqlen_q);
-    const ulong b = bh / (ulong)heads_q, h = bh - b * (ulong)heads_q;
-    const ulong o_row = o_offset + b * o_stride_b + h * o_stride_h + (ulong)i * o_stride_s;
-    const ulong do_row = do_offset + b * do_stride_b + h * do_stride_h + (ulong)i * do_stride_s;
-    float sum = 0.0f;
-    // mad in ascending order, as dP = dO . V in the tiled kernels: where a
-    // row sees one key, O is that V row and dP - D is exactly 0, as it should.
-    for (int d = 0; d < HEAD_DIM; ++d) sum = mad(LOAD(dout, do_row + d), LOAD(o, o_row + d), sum);
-    delta[index] = sum;
-}
 
 // One streamed query row c of the dK/dV sums; pc/dsc hold P and dS of the
 // work-item's keys, component `lane` being row c.

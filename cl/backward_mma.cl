@@ -11,8 +11,8 @@
 //   BLOCK_Q    queries per step of flashcl_backward_mma_dkdv
 //   BLOCK_K    keys per step of flashcl_backward_mma_dq
 //
-// Three kernels, run in this order on one queue:
-//   flashcl_backward_mma_delta  D_i = rowsum(dO_i * O_i) (one float per row)
+// After cl/backward_delta.cl's D_i = rowsum(dO_i * O_i) (one float per row),
+// two kernels on one queue:
 //   flashcl_backward_mma_dkdv   a work-group owns 16 * WARPS keys of one K/V
 //                               head and walks every query of every query
 //                               head of its group: dV += P^T dO and
@@ -50,23 +50,6 @@
 #define WG_SIZE (WARPS * 32)
 #define OWN_ROWS (16 * WARPS) // keys per dkdv work-group, queries per dq work-group
 
-// ---- D = rowsum(dO * O) ------------------------------------------------------
-// Called with one work-item per query row (rows = batch * heads_q * seqlen_q).
-__kernel void flashcl_backward_mma_delta(__global const storage_t *o, ulong o_offset, ulong o_stride_b,
-                                         ulong o_stride_h, ulong o_stride_s, __global const storage_t *dout,
-                                         ulong do_offset, ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
-                                         __global float *delta, int heads_q, int seqlen_q, ulong rows) {
-    const ulong index = get_global_id(0);
-    if (index >= rows) return;
-    const ulong bh = index / (ulong)seqlen_q;
-    const int i = (int)(index - bh * (ulong)seqlen_q);
-    const ulong b = bh / (ulong)heads_q, h = bh - b * (ulong)heads_q;
-    const ulong o_row = o_offset + b * o_stride_b + h * o_stride_h + (ulong)i * o_stride_s;
-    const ulong do_row = do_offset + b * do_stride_b + h * do_stride_h + (ulong)i * do_stride_s;
-    float sum = 0.0f;
-    for (int d = 0; d < HEAD_DIM; ++d) sum = fma(LOAD(dout, do_row + d), LOAD(o, o_row + d), sum);
-    delta[index] = sum;
-}
 
 // A operands of one warp's 16 rows from global memory (rows past `rows` as
 // zeros): rows g and g + 8, words t and t + 4 of every step.

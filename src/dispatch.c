@@ -100,6 +100,13 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
     const flashcl_plan *t = &plan->tiles;
     const int forward = p->pass == FLASHCL_PASS_FORWARD;
     plan->kernel_count = forward ? 1 : 3;
+    if (!forward) {
+        /* D = rowsum(dO * O): one kernel for both families (cl/backward_delta.cl). */
+        plan->kernel_names[FLASHCL_KERNEL_DELTA] = "flashcl_backward_delta";
+        plan->kernel_programs[FLASHCL_KERNEL_DELTA] = "backward_delta.cl";
+        snprintf(plan->aux_options, sizeof plan->aux_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d", (int)desc->dtype,
+                 desc->head_dim);
+    }
     if (plan->backend) {
         plan->program = forward ? "forward_mma.cl" : "backward_mma.cl";
         plan->prelude[0] = "mma.cl";
@@ -115,7 +122,6 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
                         (int)desc->dtype, desc->head_dim, t->block_q, t->block_k,
                         t->block_q / (16 * t->threads_q), plan->backend->ptx);
         } else {
-            plan->kernel_names[0] = "flashcl_backward_mma_delta";
             plan->kernel_names[1] = "flashcl_backward_mma_dkdv";
             plan->kernel_names[2] = "flashcl_backward_mma_dq";
             /* BLOCK_Q and BLOCK_K are both the streamed step (the resident
@@ -138,7 +144,6 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
                             desc->head_dim % t->threads_k == 0 && kv_alignment % 4 == 0;
         add_options(plan, " -DKV_VEC4=%d", kv_vec4);
     } else {
-        plan->kernel_names[0] = "flashcl_backward_delta";
         plan->kernel_names[1] = "flashcl_backward_dkdv";
         plan->kernel_names[2] = "flashcl_backward_dq";
     }
@@ -262,9 +267,9 @@ static flashcl_status choose_splits(const flashcl_device_caps *caps, const flash
     plan->extra_device_bytes += scratch;
     plan->kernel_count = 2;
     plan->kernel_names[FLASHCL_KERNEL_COMBINE] = "flashcl_split_combine";
-    plan->combine_program = "split_combine.cl";
-    snprintf(plan->combine_options, sizeof plan->combine_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d",
-             (int)desc->dtype, desc->head_dim);
+    plan->kernel_programs[FLASHCL_KERNEL_COMBINE] = "split_combine.cl";
+    snprintf(plan->aux_options, sizeof plan->aux_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d", (int)desc->dtype,
+             desc->head_dim);
     add_options(plan, " -DFLASHCL_SPLIT_KV=1");
     plan->work_dims[0] = 3;
     plan->global[0][2] = splits;

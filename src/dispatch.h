@@ -42,6 +42,11 @@ typedef struct flashcl_exec_plan {
     const flashcl_mma_backend *backend; /* NULL for the portable and standard kernels */
     flashcl_plan tiles;
     const char *program;                /* cl/ file of the kernels; NULL for the standard impl */
+    /* A kernel built from a program of its own (the backward's delta, the
+     * split-KV combine): its cl/ file, built with aux_options after
+     * common.cl alone; NULL: the main program. */
+    const char *kernel_programs[3];
+    char aux_options[96];
     /* The cl/ files placed between common.cl and the program (the
      * tensor-core kernels' mma.cl, backend file, mma_operands.cl); NULL-terminated. */
     const char *prelude[4];
@@ -54,13 +59,10 @@ typedef struct flashcl_exec_plan {
      * FLASHCL_FEATURE_PARAMS) and the portable dK/dV kernel heads_kv. */
     int portable_args;
     /* Split-KV forward: the key axis in kv_splits chunks of split_keys keys
-     * (1: not split); the partials (float O and LSE per split and row) in
-     * scratch, then the combine kernel, built from combine_program with
-     * combine_options. */
+     * (1: not split); the partials (float O, row maximum and sum per split
+     * and row) in scratch, then the combine kernel. */
     int kv_splits, split_keys;
     size_t split_rows; /* batch x heads x seqlen_q */
-    const char *combine_program;
-    char combine_options[96];
     size_t delta_rows; /* backward: floats of D */
     int delta_seqlen;  /* backward: the rows per head the delta kernel sees (a packed batch's total) */
     /* Block-mask tile summaries (tile_q x tile_k) the tiled kernels read:

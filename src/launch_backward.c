@@ -119,8 +119,11 @@ flashcl_status flashcl_launch_backward(flashcl_context *ctx, const flashcl_exec_
     cl_kernel kernels[3];
     flashcl_status status = FLASHCL_SUCCESS;
     for (int i = 0; i < 3 && status == FLASHCL_SUCCESS; ++i)
-        status = flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[i], plan->options,
-                                            &kernels[i]);
+        status = plan->kernel_programs[i]
+                     ? flashcl_get_kernel(ctx, plan->kernel_programs[i], plan->kernel_names[i], plan->aux_options,
+                                          &kernels[i])
+                     : flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[i],
+                                                  plan->options, &kernels[i]);
     /* No check of CL_KERNEL_WORK_GROUP_SIZE here: rusticl 22.3 on llvmpipe
      * reports 32 for the portable kernels yet runs their work-groups of 128
      * correctly, as it does the forward's; a device that really cannot run

@@ -58,8 +58,8 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
     flashcl_status status =
         flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options, &kernel);
     if (status == FLASHCL_SUCCESS && split)
-        status = flashcl_get_kernel(ctx, plan->combine_program, plan->kernel_names[FLASHCL_KERNEL_COMBINE],
-                                    plan->combine_options, &combine);
+        status = flashcl_get_kernel(ctx, plan->kernel_programs[FLASHCL_KERNEL_COMBINE],
+                                    plan->kernel_names[FLASHCL_KERNEL_COMBINE], plan->aux_options, &combine);
     if (status != FLASHCL_SUCCESS) return status;
     split_scratch parts = {NULL, NULL};
     if (split && (status = split_allocate(ctx, plan, desc->head_dim, &parts))) {

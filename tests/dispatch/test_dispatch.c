@@ -92,6 +92,8 @@ START_TEST(h100_f16_runs_tensor_cores) {
     ck_assert_str_eq(bwd.options, "-DFLASHCL_DTYPE=1 -DHEAD_DIM=64 -DWARPS=4 -DBLOCK_Q=32 -DBLOCK_K=32 "
                                   "-DFLASHCL_MMA_PTX=1");
     ck_assert_str_eq(bwd.kernel_names[FLASHCL_KERNEL_DKDV], "flashcl_backward_mma_dkdv");
+    ck_assert_str_eq(bwd.kernel_names[FLASHCL_KERNEL_DELTA], "flashcl_backward_delta");
+    ck_assert_str_eq(bwd.kernel_programs[FLASHCL_KERNEL_DELTA], "backward_delta.cl");
     ck_assert_uint_eq(bwd.delta_rows, 2 * 8 * 1000);
     ck_assert_uint_eq(bwd.extra_device_bytes, 2 * 8 * 1000 * sizeof(float));
     ck_assert_uint_eq(bwd.global[FLASHCL_KERNEL_DKDV][0], 16 * 128); /* 64 keys per work-group */
@@ -366,7 +368,7 @@ START_TEST(split_kv_decisions) {
     ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
     ck_assert_int_eq(plan.kv_splits, 33); /* ceil(132 x 8 / 32 work-groups) */
     ck_assert_int_eq(plan.kernel_count, 2);
-    ck_assert_str_eq(plan.combine_program, "split_combine.cl");
+    ck_assert_str_eq(plan.kernel_programs[FLASHCL_KERNEL_COMBINE], "split_combine.cl");
     ck_assert_ptr_nonnull(strstr(plan.options, " -DFLASHCL_SPLIT_KV=1"));
     ck_assert_int_eq(plan.split_keys % plan.tiles.block_k, 0);
     ck_assert_int_ge(plan.kv_splits * plan.split_keys, 131072);

@@ -238,6 +238,9 @@ static double predict(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass
  * P written, read by the second GEMM). */
 START_TEST(test_model_matches_definition) {
     flashcl_context *ctx = ts_context();
+    /* The unsplit kernel's model (a device with many compute units would
+     * split this small call: its partials are checked below). */
+    ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 1), FLASHCL_SUCCESS);
     flashcl_attention_desc desc;
     flashcl_attention_desc_init(&desc, 2, 3, 300, 257, 64);
     flashcl_plan plan;
@@ -246,6 +249,15 @@ START_TEST(test_model_matches_definition) {
     const double query_blocks = ceil(sq / plan.block_q);
     const double flash = heads * (2 * sq * d * 4 + sq * 4 + query_blocks * 2 * sk * d * 4);
     ck_assert_double_eq_tol(predict(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_FORWARD, &desc), flash, 0.5);
+    /* Split-KV adds its partials, written once and read once by the combine:
+     * per split and row, head_dim + 2 floats. */
+    ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
+    flashcl_call_stats split;
+    ck_assert_int_eq(flashcl_explain_call(ctx, FLASHCL_PASS_FORWARD, &desc, NULL, &split), FLASHCL_SUCCESS);
+    const double partials = 2.0 * split.kv_splits * heads * sq * (d + 2) * 4;
+    ck_assert_double_eq_tol(predict(ctx, FLASHCL_IMPL_FLASH, FLASHCL_PASS_FORWARD, &desc),
+                            flash + (split.kv_splits > 1 ? partials : 0.0), 0.5);
+    ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 1), FLASHCL_SUCCESS);
     const double e4 = sq * sk * 4;
     const double standard = heads * (2 * (sq + sk) * d * 4 + 5 * e4 + sq * 4);
     ck_assert_double_eq_tol(predict(ctx, FLASHCL_IMPL_STANDARD, FLASHCL_PASS_FORWARD, &desc), standard, 0.5);
@@ -280,6 +292,7 @@ END_TEST
  * standard. */
 START_TEST(test_flash_depends_on_the_plan) {
     flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 1), FLASHCL_SUCCESS); /* the unsplit kernel's model */
     flashcl_device_limits limits;
     ck_assert_int_eq(flashcl_context_limits(ctx, &limits), FLASHCL_SUCCESS);
     flashcl_attention_desc desc;
