@@ -238,7 +238,12 @@ START_TEST(tiny_sweep_reports_every_field) {
         const json_record *std_fb = find(records, count, seqlens[s], "standard", "fwd+bwd");
         check_measured(flash_fwd);
         check_measured(flash_fb);
-        ck_assert(number(flash_fwd, "extra_device_bytes") == 0);
+        /* No scratch, or (a device with many compute units splits a call this small: split-KV) whole
+         * partials: head_dim + 2 floats per split and row, never the N x N scores. */
+        const double partial = number(flash_fwd, "batch") * number(flash_fwd, "heads") * seqlens[s] * (32 + 2) * 4.0;
+        const double fwd_extra = number(flash_fwd, "extra_device_bytes");
+        ck_assert_msg(fmod(fwd_extra, partial) == 0.0 && fwd_extra <= 256 * partial, "flash forward scratch %g",
+                      fwd_extra);
         /* O(N) scratch for the backward, never the N x N scores. */
         ck_assert(number(flash_fb, "extra_device_bytes") < scores_bytes(flash_fb));
         check_measured(std_fwd);
