@@ -5,6 +5,8 @@
  *       -o .gpu/build/tools/decode_probe -L.gpu/build/src -lflashcl -lOpenCL -lm -Wl,-rpath,'$ORIGIN/../src'
  *   decode_probe [N ...]     (default 4096 32768 131072; f16, d 128, Hq 32, Hkv 8, B 1, Sq 1)
  *   DECODE_SPLITS=16,64,...  also time the portable kernel with these forced split counts
+ *   DECODE_PLANS="1,64,1,64;4,32,4,8"  also time these forced forward plans (block_q,block_k,threads_q,threads_k),
+ *                            split automatically
  * Each row: the kernel that ran, kv_splits, the median of 20 timed calls after 3 warm-ups (wall time around
  * clFinish), GB/s of K+V read once, and that as a share of the copy bandwidth (clEnqueueCopyBuffer of 1 GiB:
  * bytes read + written over time). */
@@ -104,9 +106,26 @@ int main(int argc, char **argv) {
             p = strchr(p, ',');
             if (p) ++p;
         }
-        for (int g = 0; g < 3 + forced_count; ++g) {
-            flashcl_context_set_tensor_cores(ctx, g < 3 ? configs[g].mode : FLASHCL_TENSOR_CORES_OFF);
-            flashcl_context_set_kv_splits(ctx, g < 3 ? configs[g].splits : forced[g - 3]);
+        flashcl_plan plans[16];
+        int plan_count = 0;
+        const char *plan_list = getenv("DECODE_PLANS");
+        for (const char *p = plan_list; p && *p && plan_count < 16;) {
+            flashcl_plan *x = &plans[plan_count];
+            memset(x, 0, sizeof *x);
+            if (sscanf(p, "%d,%d,%d,%d", &x->block_q, &x->block_k, &x->threads_q, &x->threads_k) == 4) ++plan_count;
+            p = strchr(p, ';');
+            if (p) ++p;
+        }
+        for (int g = 0; g < 3 + forced_count + plan_count; ++g) {
+            flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, g >= 3 + forced_count ? &plans[g - 3 - forced_count]
+                                                                                        : NULL);
+            if (g >= 3 + forced_count) {
+                flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF);
+                flashcl_context_set_kv_splits(ctx, 0);
+            } else {
+                flashcl_context_set_tensor_cores(ctx, g < 3 ? configs[g].mode : FLASHCL_TENSOR_CORES_OFF);
+                flashcl_context_set_kv_splits(ctx, g < 3 ? configs[g].splits : forced[g - 3]);
+            }
             double times[REPEAT];
             int ok = 1;
             for (int i = 0; i < WARMUP + REPEAT && ok; ++i) {
@@ -124,8 +143,9 @@ int main(int argc, char **argv) {
             const double ms = 1e3 * times[REPEAT / 2], gbps = 2.0 * (double)kv_bytes / times[REPEAT / 2] / 1e9;
             flashcl_call_stats stats;
             flashcl_last_call_stats(ctx, &stats);
-            printf("%8d %-22s %6d %9.3f %8.1f %6.1f%%\n", n, flashcl_kernel_kind_name(stats.kernel), stats.kv_splits,
-                   ms, gbps, 100.0 * gbps / copy);
+            printf("%8d %-22s %6d %9.3f %8.1f %6.1f%%  plan %dx%d threads %dx%d\n", n,
+                   flashcl_kernel_kind_name(stats.kernel), stats.kv_splits, ms, gbps, 100.0 * gbps / copy,
+                   stats.plan.block_q, stats.plan.block_k, stats.plan.threads_q, stats.plan.threads_k);
         }
         cl_mem all[] = {q, k, v, o, lse};
         for (int i = 0; i < 5; ++i) clReleaseMemObject(all[i]);
