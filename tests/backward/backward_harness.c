@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attention_reference.h"
+#include "half_float.h"
 
 /* Elements after each view that no call may touch. */
 #define CANARY 67
@@ -332,39 +333,14 @@ void bwd_run_and_check(const bwd_case *c, const flashcl_plan *forced) {
     flashcl_context_free(ctx);
 }
 
-/* Storage rounding of the low-precision dtypes, round to nearest even. */
+/* Storage rounding of the low-precision dtypes (round to nearest even), the
+ * one host converter the tests, the CLI and the bench share. */
 static uint16_t to_storage(float f, flashcl_dtype dtype) {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    if (dtype == FLASHCL_DTYPE_BF16) return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-    const uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
-    const int exp = (int)((x >> 23) & 0xffu) - 127 + 15;
-    if (exp >= 31) return (uint16_t)(sign | 0x7c00u); /* the tests' inputs never get here */
-    uint32_t h, rem, halfway;
-    if (exp <= 0) { /* half subnormal: units of 2^-24 */
-        if (exp < -10) return (uint16_t)sign;
-        const int shift = 14 - exp;
-        const uint32_t m = mant | 0x800000u;
-        h = m >> shift, rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
-    } else {
-        h = ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu, halfway = 0x1000u;
-    }
-    if (rem > halfway || (rem == halfway && (h & 1u))) ++h;
-    return (uint16_t)(sign | h);
+    return dtype == FLASHCL_DTYPE_BF16 ? float_to_bf16(f) : float_to_half(f);
 }
 
 static float from_storage(uint16_t v, flashcl_dtype dtype) {
-    if (dtype == FLASHCL_DTYPE_BF16) {
-        const uint32_t x = (uint32_t)v << 16;
-        float f;
-        memcpy(&f, &x, sizeof f);
-        return f;
-    }
-    const int exp = (v >> 10) & 0x1f, mant = v & 0x3ff;
-    const float magnitude = exp == 0 ? ldexpf((float)mant, -24)
-                            : exp == 31 ? INFINITY
-                                        : ldexpf((float)(mant | 0x400), exp - 25);
-    return (v & 0x8000u) ? -magnitude : magnitude;
+    return dtype == FLASHCL_DTYPE_BF16 ? bf16_to_float(v) : half_to_float(v);
 }
 
 static cl_mem storage_buffer(flashcl_context *ctx, float *values, size_t n, flashcl_dtype dtype) {
