@@ -117,10 +117,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const int lid = (int)get_local_id(0);
     const int warp = lid / 32, lane = lid % 32;
     const int g = lane >> 2, t = lane & 3;
-#if !FLASHCL_MMA_PTX
-    __local uint scratch[WARPS * SCRATCH_WORDS];
-    __local uint *warp_scratch = scratch + warp * SCRATCH_WORDS;
-#endif
+    MMA_BACKEND_STATE(WARPS)
     const int key0 = (int)get_group_id(0) * OWN_ROWS;
     const int heads_kv = heads_q / group_size;
     const int bh = (int)get_group_id(1);
@@ -164,7 +161,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             }
             COPY_WAIT(0);
             barrier(CLK_LOCAL_MEM_FENCE);
-#if FLASHCL_MMA_PTX
+#if MMA_WARPS_MAY_SKIP
             // A warp whose keys no query of the block sees skips its
             // arithmetic (P^T = 0); warp-uniform.
             const bool warp_active = !causal || warp_key0 <= q0 + BLOCK_Q - 1 + diagonal;
@@ -263,10 +260,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const int lid = (int)get_local_id(0);
     const int warp = lid / 32, lane = lid % 32;
     const int g = lane >> 2, t = lane & 3;
-#if !FLASHCL_MMA_PTX
-    __local uint scratch[WARPS * SCRATCH_WORDS];
-    __local uint *warp_scratch = scratch + warp * SCRATCH_WORDS;
-#endif
+    MMA_BACKEND_STATE(WARPS)
     // Causal groups near the end of the sequence have the most keys: they
     // start first so the short ones fill the tail.
     const int q0 = ((int)get_num_groups(0) - 1 - (int)get_group_id(0)) * OWN_ROWS;
@@ -305,7 +299,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         COPY_COMMIT();
         COPY_WAIT(0);
         barrier(CLK_LOCAL_MEM_FENCE);
-#if FLASHCL_MMA_PTX
+#if MMA_WARPS_MAY_SKIP
         const bool warp_active = !causal || k0 <= warp_row0 + 15 + diagonal;
 #else
         const bool warp_active = true;

@@ -85,11 +85,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     const int lid = (int)get_local_id(0);
     const int warp = lid / 32, lane = lid % 32;
     const int g = lane >> 2, t = lane & 3;
-#if !FLASHCL_MMA_PTX
-    __local uint scratch[WARPS * SCRATCH_WORDS];
-    __local float exchange[WG_SIZE];
-    __local uint *warp_scratch = scratch + warp * SCRATCH_WORDS;
-#endif
+    MMA_BACKEND_STATE(WARPS)
+    MMA_BACKEND_EXCHANGE
     // Causal groups near the end of the sequence have the most keys: they
     // start first so the short ones fill the tail.
     const int q0 = ((int)get_num_groups(0) - 1 - (int)get_group_id(0)) * BLOCK_Q;
@@ -157,7 +154,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         const bool has_next = k0 + BLOCK_K < key_end; // uniform
         COPY_WAIT(1); // K(j) has landed
         barrier(CLK_LOCAL_MEM_FENCE);
-#if FLASHCL_MMA_PTX
+#if MMA_WARPS_MAY_SKIP
         // A warp whose rows see no key of this block skips its arithmetic
         // (it would give P = 0 and no change); warp-uniform.
         const bool warp_active = !causal || k0 <= warp_row0 + 16 * M_TILES - 1 + diagonal;

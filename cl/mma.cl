@@ -16,8 +16,11 @@
 //                   16-byte copies global -> local (rows past the end: 0)
 //   V_FRAGMENTS(b, v_words, key0, j)  B operands of P V from a V tile
 //   UNROLL          the pragma for loops around matrix instructions
-// The kernels still test FLASHCL_MMA_PTX in a few places of their own
-// (ldmatrix loads of Q, the emulation's scratch declarations).
+//   MMA_WARPS_MAY_SKIP  1 if a warp may skip a block's instructions (0 when
+//                   they hold work-group barriers, as emulated ones do)
+//   MMA_BACKEND_STATE(WARPS), MMA_BACKEND_EXCHANGE  declarations each kernel
+//                   places at its top (the emulation's local scratch)
+// The kernel files name no backend: everything that differs is here.
 //
 // Macros taken (host passes them with -D):
 //   HEAD_DIM   head dimension, a multiple of 16, at most 128

@@ -8,6 +8,16 @@
 // around emulated instructions stay rolled (UNROLL): each holds barriers,
 // and POCL's compile time grows with every unrolled copy.
 #define UNROLL _Pragma("unroll 1")
+// Every emulated instruction holds work-group barriers: all warps take part
+// in every one, none may skip a block.
+#define MMA_WARPS_MAY_SKIP 0
+// Per-kernel state, declared at the top of each kernel: SCRATCH_WORDS words
+// of local memory per warp for the operands, and (the forward's quad
+// shuffle) one float per work-item.
+#define MMA_BACKEND_STATE(WARPS_)                                                   \
+    __local uint scratch[(WARPS_) * SCRATCH_WORDS];                                 \
+    __local uint *warp_scratch = scratch + warp * SCRATCH_WORDS;
+#define MMA_BACKEND_EXCHANGE __local float exchange[WG_SIZE];
 
 // ---- the matrix instruction, the quad shuffle, packing two floats ----
 #if FLASHCL_DTYPE == 0

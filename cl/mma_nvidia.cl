@@ -3,6 +3,12 @@
 // FLASHCL_MMA_PTX=1): mma.sync, shfl.sync, cp.async and ldmatrix as inline
 // PTX. Implements the interface of mma.cl.
 #define UNROLL _Pragma("unroll")
+// The instructions are per warp: a warp whose rows have nothing to do in a
+// block may skip it.
+#define MMA_WARPS_MAY_SKIP 1
+// No per-kernel state: the instructions work on registers.
+#define MMA_BACKEND_STATE(WARPS_)
+#define MMA_BACKEND_EXCHANGE
 
 // ---- the matrix instruction, the quad shuffle, packing two floats ----
 #if FLASHCL_DTYPE == 0
