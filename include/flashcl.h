@@ -513,9 +513,10 @@ FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ct
  * work-groups, each writing its partial O, row maximum and row sum in
  * float to scratch (splits x batch x heads_q x seqlen_q x (head_dim + 2)
  * floats, counted in extra_device_bytes and the memory budget), and a
- * combine kernel merges them as the online softmax merges key blocks. It applies to the portable
- * forward kernel on dense calls (causal allowed; not with a window, block
- * mask, dropout or packed batch, nor on the tensor-core kernel yet).
+ * combine kernel merges them as the online softmax merges key blocks. It
+ * applies to the portable forward kernel on dense calls (causal allowed;
+ * not with a window, block mask, dropout or packed batch, nor on the
+ * tensor-core kernel yet).
  * splits: 0 (default) automatic: only when the call has fewer than eight
  * work-groups per compute unit, enough chunks to reach that, each of at
  * least 4 key blocks; 1 never; n > 1: n chunks where it applies (at most
@@ -523,8 +524,9 @@ FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ct
  * the keys in fewer), refused with FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY if
  * the partials exceed the memory budget. The same split count gives the
  * same bits every run; different counts differ by rounding only (the
- * sums are grouped differently: within a few float ulps of max |O|,
- * tested). flashcl_call_stats.kv_splits says what ran. */
+ * sums are grouped differently: O within a few float epsilons of max |V|,
+ * LSE within a few ulps, tested). flashcl_call_stats.kv_splits says what
+ * ran. */
 FLASHCL_API flashcl_status flashcl_context_set_kv_splits(flashcl_context *ctx, int splits);
 
 /* The kernel family that runs a call (flashcl_call_stats.kernel). Every
@@ -584,6 +586,9 @@ typedef struct flashcl_call_stats {
     int kv_splits;
 } flashcl_call_stats;
 
+/* What the last successful flashcl_forward / flashcl_backward on ctx ran.
+ * FLASHCL_ERROR_INVALID_ARGUMENT (with the detail in flashcl_last_error(ctx))
+ * before any has succeeded. */
 FLASHCL_API flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_stats *stats);
 
 /* What a call of pass with desc and extras (NULL: none) would run on ctx

@@ -126,7 +126,8 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
             plan->kernel_names[2] = "flashcl_backward_mma_dq";
             /* BLOCK_Q and BLOCK_K are both the streamed step (the resident
              * rows are 16 per warp). */
-            add_options(plan, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DWARPS=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DFLASHCL_MMA_PTX=%d",
+            add_options(plan,
+                        "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DWARPS=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DFLASHCL_MMA_PTX=%d",
                         (int)desc->dtype, desc->head_dim, t->threads_q, t->block_q, t->block_q, plan->backend->ptx);
         }
         return;

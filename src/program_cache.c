@@ -98,13 +98,20 @@ static flashcl_status build_entry(flashcl_context *ctx, const char *const *prelu
     return FLASHCL_SUCCESS;
 }
 
+/* Appends text to key (size bytes) at *used, counting what does not fit. */
+static void key_append(char *key, size_t size, size_t *used, const char *text, const char *separator) {
+    const int n = snprintf(*used < size ? key + *used : NULL, *used < size ? size - *used : 0, "%s%s", text, separator);
+    if (n > 0) *used += (size_t)n;
+}
+
 /* A program's cache key: the files after common.cl, space-separated. */
 static flashcl_status program_key(flashcl_context *ctx, const char *const *prelude, const char *file, char *key,
                                   size_t size) {
     size_t used = 0;
-    for (int i = 0; prelude && prelude[i]; ++i) used += (size_t)snprintf(key + used, used < size ? size - used : 0, "%s ", prelude[i]);
-    used += (size_t)snprintf(key + used, used < size ? size - used : 0, "%s", file);
-    if (used >= size) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "program source list too long (%s)", file);
+    for (int i = 0; prelude && prelude[i]; ++i) key_append(key, size, &used, prelude[i], " ");
+    key_append(key, size, &used, file, "");
+    if (used >= size)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "program source list too long (%s)", file);
     return FLASHCL_SUCCESS;
 }
 
