@@ -39,6 +39,12 @@ flashcl_status flashcl_query_device_limits(cl_device_id device, flashcl_device_l
 static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context_options *options) {
     flashcl_status status = flashcl_device_caps_query(ctx->device, &ctx->caps);
     if (status != FLASHCL_SUCCESS) return status; /* its message names the failed query */
+    /* Calls chain their kernels by queue order when it is in order, else by
+     * events; an unanswered query takes the safe side (events). */
+    cl_command_queue_properties props = 0;
+    ctx->queue_in_order =
+        clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) == CL_SUCCESS &&
+        (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
     const char *dir = options ? options->kernel_dir : NULL;
     if (!dir || !*dir) dir = getenv("FLASHCL_KERNEL_DIR");
     if (dir && *dir) {

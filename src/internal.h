@@ -14,6 +14,7 @@ struct flashcl_context {
     cl_device_id device;
     cl_context context;
     cl_command_queue queue;
+    int queue_in_order;         /* 1 unless the queue executes out of order (queried once: it cannot change) */
     flashcl_device_caps caps;   /* what the dispatcher knows of the device */
     char *kernel_dir;           /* NULL: embedded sources */
     flashcl_program_entry *programs; /* cache of built programs, keyed by source and options */

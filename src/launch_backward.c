@@ -2,18 +2,12 @@
 #include "kernel_args.h"
 #include "launch.h"
 
-static int queue_is_in_order(cl_command_queue queue) {
-    cl_command_queue_properties props = 0;
-    if (clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS) return 0;
-    return (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
-}
-
 /* On an in-order queue the order itself is the dependency and dq's event
  * stands for the whole call; an out-of-order queue gets explicit events and
  * a final marker. */
 static flashcl_status enqueue_kernels(flashcl_context *ctx, const flashcl_exec_plan *plan, const cl_kernel kernels[3],
                                       cl_uint num_events, const cl_event *wait_list, cl_event *event) {
-    const int in_order = queue_is_in_order(ctx->queue);
+    const int in_order = ctx->queue_in_order;
     cl_event delta_done = NULL, tiled_done[2] = {NULL, NULL};
     flashcl_status status = FLASHCL_SUCCESS;
     enum { D = FLASHCL_KERNEL_DELTA, KV = FLASHCL_KERNEL_DKDV, Q = FLASHCL_KERNEL_DQ };

@@ -3,12 +3,6 @@
 #include "kernel_args.h"
 #include "launch.h"
 
-static int queue_is_in_order(cl_command_queue queue) {
-    cl_command_queue_properties props = 0;
-    if (clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS) return 0;
-    return (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
-}
-
 /* The split-KV scratch: the partial O (HEAD_DIM floats per split and row) and the row's maximum and sum (two). */
 typedef struct split_scratch {
     cl_mem part_o, part_stats;
@@ -96,7 +90,7 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
     }
     /* On an in-order queue the order is the dependency; otherwise the
      * combine waits for the split kernel's event. */
-    const int in_order = queue_is_in_order(ctx->queue);
+    const int in_order = ctx->queue_in_order;
     err = clEnqueueNDRangeKernel(ctx->queue, kernel, plan->work_dims[0], NULL, plan->global[0], plan->local[0],
                                  num_events, wait_list, split ? (in_order ? NULL : &main_done) : event);
     if (err != CL_SUCCESS) {

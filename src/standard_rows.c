@@ -30,12 +30,6 @@ flashcl_status flashcl_standard_row_kernel(flashcl_context *ctx, const flashcl_a
     }
 }
 
-static int queue_is_in_order(cl_command_queue queue) {
-    cl_command_queue_properties props = 0;
-    if (clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS) return 0;
-    return (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) == 0;
-}
-
 flashcl_status flashcl_standard_gate(flashcl_context *ctx, cl_uint num_events, const cl_event *wait_list) {
     if (num_events == 0) return FLASHCL_SUCCESS;
     cl_int err = clEnqueueBarrierWithWaitList(ctx->queue, num_events, wait_list, NULL);
@@ -43,7 +37,7 @@ flashcl_status flashcl_standard_gate(flashcl_context *ctx, cl_uint num_events, c
 }
 
 flashcl_status flashcl_standard_step(flashcl_context *ctx) {
-    if (queue_is_in_order(ctx->queue)) return FLASHCL_SUCCESS;
+    if (ctx->queue_in_order) return FLASHCL_SUCCESS;
     cl_int err = clEnqueueBarrierWithWaitList(ctx->queue, 0, NULL, NULL);
     return err == CL_SUCCESS ? FLASHCL_SUCCESS : flashcl_fail_cl(ctx, err, "clEnqueueBarrierWithWaitList (step)");
 }
