@@ -529,6 +529,15 @@ FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ct
  * ran. */
 FLASHCL_API flashcl_status flashcl_context_set_kv_splits(flashcl_context *ctx, int splits);
 
+/* The decode kernel (FLASHCL_KERNEL_DECODE) for forwards of at most 8 query
+ * positions, dense or with a sliding window (not with a block mask, dropout
+ * or a packed batch), unless a plan is forced: enabled 1 (default) lets
+ * such calls run it, 0 sends them to the tiled kernels (portable or tensor
+ * core), for comparison. Its split-KV follows flashcl_context_set_kv_splits
+ * (counted in steps of its own key block). Results match the tiled kernels
+ * to rounding (the same online softmax, sums grouped by other blocks). */
+FLASHCL_API flashcl_status flashcl_context_set_decode_kernel(flashcl_context *ctx, int enabled);
+
 /* The kernel family that runs a call (flashcl_call_stats.kernel). Every
  * report of a call (flashcl_last_call_stats, flashcl_explain_call, the CLI's
  * run, bench and devices output, JSON and CSV) names it with
@@ -543,11 +552,18 @@ typedef enum flashcl_kernel_kind {
      * memory (FLASHCL_TENSOR_CORES_EMULATE): slow, for testing. */
     FLASHCL_KERNEL_TENSOR_CORE_EMULATED = 2,
     /* The standard implementation: CLBlast GEMMs and a softmax kernel. */
-    FLASHCL_KERNEL_STANDARD = 3
+    FLASHCL_KERNEL_STANDARD = 3,
+    /* cl/decode.cl: forwards of at most 8 query positions (decode,
+     * speculative decoding), plain OpenCL C on every device: one work-group
+     * per block of packed rows (the query heads sharing a KV head x the
+     * positions) reads K and V once for all of them, split along the keys
+     * where the device would otherwise sit idle
+     * (flashcl_context_set_decode_kernel). */
+    FLASHCL_KERNEL_DECODE = 4
 } flashcl_kernel_kind;
 
-/* "portable", "tensor-core", "tensor-core-emulated", "standard"; "unknown"
- * for any other value. */
+/* "portable", "tensor-core", "tensor-core-emulated", "standard", "decode";
+ * "unknown" for any other value. */
 FLASHCL_API const char *flashcl_kernel_kind_name(flashcl_kernel_kind kind);
 
 /* Capacity of flashcl_call_stats.build_options, terminator included. */

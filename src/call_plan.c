@@ -13,6 +13,7 @@ static flashcl_settings settings_of(const flashcl_context *ctx, flashcl_pass pas
     s.forced_plan = ctx->forced_plan[pass];
     s.memory_budget = ctx->memory_budget;
     s.kv_splits = ctx->kv_splits;
+    s.decode_off = ctx->decode_off;
     return s;
 }
 

@@ -1,6 +1,8 @@
 /* dispatch.c: from (device caps, settings, problem) to the execution plan; no OpenCL calls, no context. */
 #include "dispatch.h"
 
+#include "decode_plan.h"
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -219,32 +221,36 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
 #define SPLIT_TARGET_GROUPS_PER_UNIT 8
 #define MAX_KV_SPLITS 256
 
+/* What a family's split-KV needs: its unsplit work-groups, the keys per
+ * step of its loop (chunks are whole steps), and the fewest splits it may
+ * run with (a device's loop budget bounds the keys per work-group). */
+typedef struct split_shape {
+    size_t groups, block_k, min_splits;
+} split_shape;
+
 /* Split-KV (decode): when the call's work-groups would not fill the device,
  * the forward's key axis is cut into chunks taken by separate work-groups;
- * a combine kernel merges their partials. The portable forward, dense
- * calls only (causal allowed). The count: forced by the settings, else
- * enough work-groups for SPLIT_TARGET_GROUPS_PER_UNIT per compute unit,
- * each chunk at least MIN_KEY_BLOCKS_PER_SPLIT key blocks. */
+ * a combine kernel merges their partials. The count: forced by the
+ * settings, else enough work-groups for SPLIT_TARGET_GROUPS_PER_UNIT per
+ * compute unit, each chunk at least MIN_KEY_BLOCKS_PER_SPLIT steps; never
+ * fewer than shape->min_splits. */
 static flashcl_status choose_splits(const flashcl_device_caps *caps, const flashcl_settings *s,
-                                    const flashcl_problem *p, flashcl_exec_plan *plan, char *reason, size_t size) {
+                                    const flashcl_problem *p, const split_shape *shape, flashcl_exec_plan *plan,
+                                    char *reason, size_t size) {
     const flashcl_attention_desc *desc = p->desc;
     plan->kv_splits = 1;
-    if (p->pass != FLASHCL_PASS_FORWARD || plan->kind != FLASHCL_KERNEL_PORTABLE || flashcl_features_any(p->features) ||
-        s->kv_splits == 1)
-        return FLASHCL_SUCCESS;
-    const size_t block_k = (size_t)plan->tiles.block_k;
+    if (s->kv_splits == 1) return FLASHCL_SUCCESS;
+    const size_t block_k = shape->block_k;
     const size_t key_blocks = ceil_div((size_t)desc->seqlen_k, block_k);
-    const size_t groups = ceil_div((size_t)desc->seqlen_q, (size_t)plan->tiles.block_q) * (size_t)desc->batch *
-                          (size_t)desc->heads_q;
     size_t splits;
     if (s->kv_splits > 1) {
         splits = (size_t)s->kv_splits;
     } else {
         const size_t target = (size_t)caps->limits.compute_units * SPLIT_TARGET_GROUPS_PER_UNIT;
-        if (groups >= target) return FLASHCL_SUCCESS;
-        splits = ceil_div(target, groups);
+        splits = shape->groups >= target ? 1 : ceil_div(target, shape->groups);
         const size_t longest = key_blocks / MIN_KEY_BLOCKS_PER_SPLIT;
         if (splits > longest) splits = longest;
+        if (splits < shape->min_splits) splits = shape->min_splits;
     }
     if (splits > MAX_KV_SPLITS) splits = MAX_KV_SPLITS;
     if (splits > key_blocks) splits = key_blocks;
@@ -257,7 +263,7 @@ static flashcl_status choose_splits(const flashcl_device_caps *caps, const flash
     plan->split_rows = (size_t)desc->batch * (size_t)desc->heads_q * (size_t)desc->seqlen_q;
     const size_t scratch = splits * plan->split_rows * ((size_t)desc->head_dim + 2) * sizeof(float);
     if (s->memory_budget != 0 && scratch > s->memory_budget) {
-        if (s->kv_splits > 1)
+        if (s->kv_splits > 1 || shape->min_splits > 1)
             return refuse(reason, size, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY,
                           "%zu split-KV partials need %zu bytes of scratch, the memory budget is %zu", splits,
                           scratch, s->memory_budget);
@@ -283,6 +289,43 @@ static flashcl_status choose_splits(const flashcl_device_caps *caps, const flash
         ceil_div(plan->split_rows * (size_t)desc->head_dim, local) * local;
     plan->local[FLASHCL_KERNEL_COMBINE][0] = local;
     return FLASHCL_SUCCESS;
+}
+
+/* The portable forward's split-KV: dense calls only (causal allowed). */
+static flashcl_status portable_splits(const flashcl_device_caps *caps, const flashcl_settings *s,
+                                      const flashcl_problem *p, flashcl_exec_plan *plan, char *reason,
+                                      size_t size) {
+    plan->kv_splits = 1;
+    if (p->pass != FLASHCL_PASS_FORWARD || plan->kind != FLASHCL_KERNEL_PORTABLE || flashcl_features_any(p->features))
+        return FLASHCL_SUCCESS;
+    const flashcl_attention_desc *desc = p->desc;
+    const split_shape shape = {ceil_div((size_t)desc->seqlen_q, (size_t)plan->tiles.block_q) * (size_t)desc->batch *
+                                   (size_t)desc->heads_q,
+                               (size_t)plan->tiles.block_k, 1};
+    return choose_splits(caps, s, p, &shape, plan, reason, size);
+}
+
+/* The decode kernel's plan, split where the device needs it, or 0 when it
+ * does not apply or cannot run the call (then the tiled kernels do). */
+static int decode_plan(const flashcl_device_caps *caps, const flashcl_settings *s, const flashcl_problem *p,
+                       flashcl_exec_plan *plan) {
+    if (!flashcl_decode_applies(s, p) || !flashcl_decode_tiles(caps, p, &plan->tiles)) return 0;
+    const flashcl_attention_desc *desc = p->desc;
+    split_shape shape = {flashcl_decode_groups(desc, &plan->tiles), (size_t)plan->tiles.block_k, 1};
+    const size_t max_chunk = flashcl_decode_max_chunk(caps, desc, &plan->tiles);
+    if (max_chunk != 0) {
+        if (max_chunk < shape.block_k) return 0;
+        shape.min_splits = ceil_div((size_t)desc->seqlen_k, max_chunk);
+        /* A forced count too small for the budget: the tiled kernel keeps it. */
+        if (shape.min_splits > MAX_KV_SPLITS || (s->kv_splits != 0 && (size_t)s->kv_splits < shape.min_splits))
+            return 0;
+    }
+    plan->kind = FLASHCL_KERNEL_DECODE;
+    flashcl_decode_program(p, plan);
+    if (choose_splits(caps, s, p, &shape, plan, NULL, 0) != FLASHCL_SUCCESS ||
+        (size_t)plan->kv_splits < shape.min_splits)
+        return 0;
+    return 1;
 }
 
 /* Bytes the split-KV partials add to the IO model: written once by the
@@ -324,6 +367,14 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
         plan->predicted_global_bytes = flashcl_io_model_bytes(desc, settings->impl, problem->pass, NULL);
         return FLASHCL_SUCCESS;
     }
+    if (decode_plan(caps, settings, problem, plan)) {
+        plan->predicted_global_bytes =
+            flashcl_decode_io_bytes(problem, &plan->tiles) + split_bytes(plan, desc->head_dim);
+        return FLASHCL_SUCCESS;
+    }
+    memset(plan, 0, sizeof *plan);
+    plan->impl = settings->impl;
+    plan->pass = problem->pass;
     plan->backend = tensor_core_backend(caps, settings, problem, &plan->tiles);
     if (plan->backend) {
         plan->kind = plan->backend->kind;
@@ -334,7 +385,7 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
     }
     flash_program(problem, problem->kv_alignment, plan);
     flash_launch(caps, problem, plan);
-    flashcl_status status = choose_splits(caps, settings, problem, plan, reason, reason_size);
+    flashcl_status status = portable_splits(caps, settings, problem, plan, reason, reason_size);
     if (status != FLASHCL_SUCCESS) return status;
     if (settings->memory_budget != 0 && plan->extra_device_bytes > settings->memory_budget) {
         if (problem->pass == FLASHCL_PASS_FORWARD)
@@ -370,6 +421,7 @@ const char *flashcl_kernel_kind_name(flashcl_kernel_kind kind) {
     case FLASHCL_KERNEL_TENSOR_CORE: return "tensor-core";
     case FLASHCL_KERNEL_TENSOR_CORE_EMULATED: return "tensor-core-emulated";
     case FLASHCL_KERNEL_STANDARD: return "standard";
+    case FLASHCL_KERNEL_DECODE: return "decode";
     }
     return "unknown";
 }

@@ -17,6 +17,7 @@ typedef struct flashcl_settings {
     flashcl_plan forced_plan;
     size_t memory_budget;      /* 0: none */
     int kv_splits;             /* split-KV forward: 0 automatic, 1 never, n: n splits where it applies */
+    int decode_off;            /* 1: few-row forwards run the tiled kernels, not cl/decode.cl */
 } flashcl_settings;
 
 /* One call as the dispatcher sees it. */

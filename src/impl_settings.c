@@ -82,3 +82,14 @@ flashcl_status flashcl_context_set_kv_splits(flashcl_context *ctx, int splits) {
     ctx->kv_splits = splits;
     return FLASHCL_SUCCESS;
 }
+
+flashcl_status flashcl_context_set_decode_kernel(flashcl_context *ctx, int enabled) {
+    if (!ctx)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_decode_kernel: ctx is NULL");
+    flashcl_clear_error(ctx);
+    if (enabled != 0 && enabled != 1)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "decode kernel must be 0 (off) or 1 (on), not %d",
+                            enabled);
+    ctx->decode_off = !enabled;
+    return FLASHCL_SUCCESS;
+}

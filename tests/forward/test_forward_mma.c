@@ -24,9 +24,11 @@ static const ts_case sweep[] = {
 #define SWEEP_COUNT ((int)(sizeof sweep / sizeof sweep[0]))
 
 /* A context in the mode that runs the tensor-core kernel here (fp32 in
- * 3xTF32), and the tensor_cores value its calls should report. */
+ * 3xTF32; the sweep's few-row cases would otherwise run the decode kernel),
+ * and the tensor_cores value its calls should report. */
 static flashcl_context *mma_context(int *expected) {
     flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_decode_kernel(ctx, 0), FLASHCL_SUCCESS);
     const int real = flashcl_context_has_tensor_cores(ctx);
     ck_assert_int_eq(
         flashcl_context_set_tensor_cores(ctx, real ? FLASHCL_TENSOR_CORES_AUTO : FLASHCL_TENSOR_CORES_EMULATE),

@@ -23,10 +23,12 @@ static const ts_case cases[] = {
 static const int forced_splits[] = {1, 2, 3, 7, 64};
 #define SPLIT_COUNT ((int)(sizeof forced_splits / sizeof forced_splits[0]))
 
-/* A context on the portable kernels (split-KV's kernel; on a GPU with tensor cores f16 would go there). */
+/* A context on the portable tiled kernels (on a GPU with tensor cores f16 would go there; calls of up to 8 query
+ * positions would run the decode kernel, whose splits test_decode.c tests). */
 static flashcl_context *split_context(int splits) {
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_context_set_decode_kernel(ctx, 0), FLASHCL_SUCCESS);
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, splits), FLASHCL_SUCCESS);
     return ctx;
 }

@@ -4,7 +4,8 @@
  *   gcc -O2 -std=c11 -DCL_TARGET_OPENCL_VERSION=120 -Iinclude -I.gpu/build/include tools/probe/decode_probe.c \
  *       -o .gpu/build/tools/decode_probe -L.gpu/build/src -lflashcl -lOpenCL -lm -Wl,-rpath,'$ORIGIN/../src'
  *   decode_probe [N ...]     (default 4096 32768 131072; f16, d 128, Hq 32, Hkv 8, B 1, Sq 1)
- *   DECODE_SPLITS=16,64,...  also time the portable kernel with these forced split counts
+ *   DECODE_SHAPE=B,Hq,Hkv,Sq  the shape (default 1,32,8,1)
+ *   DECODE_SPLITS=16,64,...  also time the decode kernel with these forced split counts
  *   DECODE_PLANS="1,64,1,64;4,32,4,8"  also time these forced forward plans (block_q,block_k,threads_q,threads_k),
  *                            split automatically
  * Each row: the kernel that ran, kv_splits, the median of 20 timed calls after 3 warm-ups (wall time around
@@ -77,19 +78,22 @@ int main(int argc, char **argv) {
     const double copy = copy_gbps(context, queue);
     printf("copy bandwidth: %.0f GB/s (clEnqueueCopyBuffer, 1 GiB, read + write)\n", copy);
     printf("%8s %-22s %6s %9s %8s %7s\n", "N", "kernel", "splits", "ms", "GB/s", "% copy");
-    const int hq = 32, hkv = 8, d = 128, sq = 1;
+    int batch = 1, hq = 32, hkv = 8, sq = 1;
+    const int d = 128;
+    if (getenv("DECODE_SHAPE")) sscanf(getenv("DECODE_SHAPE"), "%d,%d,%d,%d", &batch, &hq, &hkv, &sq);
+    printf("B %d, Hq %d, Hkv %d, Sq %d, d %d, f16\n", batch, hq, hkv, sq, d);
     static const int defaults[] = {4096, 32768, 131072};
     const int count = argc > 1 ? argc - 1 : 3;
     for (int c = 0; c < count; ++c) {
         const int n = argc > 1 ? atoi(argv[c + 1]) : defaults[c];
         flashcl_attention_desc desc;
-        flashcl_attention_desc_init(&desc, 1, hq, sq, n, d);
+        flashcl_attention_desc_init(&desc, batch, hq, sq, n, d);
         desc.heads_kv = hkv;
         desc.dtype = FLASHCL_DTYPE_F16;
-        const size_t kv_bytes = (size_t)n * hkv * d * 2;
-        cl_mem q = buffer(context, queue, (size_t)sq * hq * d * 2, 3), k = buffer(context, queue, kv_bytes, 4),
-               v = buffer(context, queue, kv_bytes, 5), o = buffer(context, queue, (size_t)sq * hq * d * 2, 6),
-               lse = buffer(context, queue, (size_t)sq * hq * 4, 7);
+        const size_t kv_bytes = (size_t)batch * n * hkv * d * 2, q_bytes = (size_t)batch * sq * hq * d * 2;
+        cl_mem q = buffer(context, queue, q_bytes, 3), k = buffer(context, queue, kv_bytes, 4),
+               v = buffer(context, queue, kv_bytes, 5), o = buffer(context, queue, q_bytes, 6),
+               lse = buffer(context, queue, (size_t)batch * sq * hq * 4, 7);
         const flashcl_tensor tq = flashcl_tensor_contiguous(q, FLASHCL_LAYOUT_BSHD, hq, sq, d),
                              tk = flashcl_tensor_contiguous(k, FLASHCL_LAYOUT_BSHD, hkv, n, d),
                              tv = flashcl_tensor_contiguous(v, FLASHCL_LAYOUT_BSHD, hkv, n, d),
@@ -97,8 +101,8 @@ int main(int argc, char **argv) {
                              tl = flashcl_tensor_lse(lse, hq, sq);
         static const struct {
             flashcl_tensor_cores mode;
-            int splits;
-        } configs[] = {{FLASHCL_TENSOR_CORES_AUTO, 0}, {FLASHCL_TENSOR_CORES_OFF, 1}, {FLASHCL_TENSOR_CORES_OFF, 0}};
+            int splits, decode;
+        } configs[] = {{FLASHCL_TENSOR_CORES_AUTO, 0, 1}, {FLASHCL_TENSOR_CORES_AUTO, 0, 0}, {FLASHCL_TENSOR_CORES_OFF, 0, 0}};
         int forced[16], forced_count = 0;
         const char *list = getenv("DECODE_SPLITS");
         for (const char *p = list; p && *p && forced_count < 16;) {
@@ -119,6 +123,7 @@ int main(int argc, char **argv) {
         for (int g = 0; g < 3 + forced_count + plan_count; ++g) {
             flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, g >= 3 + forced_count ? &plans[g - 3 - forced_count]
                                                                                         : NULL);
+            flashcl_context_set_decode_kernel(ctx, g < 3 ? configs[g].decode : 1);
             if (g >= 3 + forced_count) {
                 flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF);
                 flashcl_context_set_kv_splits(ctx, 0);
