@@ -183,28 +183,13 @@ START_TEST(test_wait_list_and_event) {
 }
 END_TEST
 
+/* The shared library's buffers on a context: a copy of host, or the poison when host is NULL. */
 static cl_mem buffer_of(flashcl_context *ctx, const float *host, size_t count) {
-    cl_int err;
-    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                              count * sizeof(float), (void *)host, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
-    return m;
-}
-
-static float *nan_floats(size_t count) {
-    float *x = malloc(count * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    for (size_t i = 0; i < count; ++i) x[i] = NAN;
-    return x;
+    return ts_buffer(flashcl_context_cl_context(ctx), count * sizeof(float), host);
 }
 
 static float *read_floats(flashcl_context *ctx, cl_mem m, size_t count) {
-    float *x = malloc(count * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    ck_assert_int_eq(clEnqueueReadBuffer(flashcl_context_queue(ctx), m, CL_TRUE, 0, count * sizeof *x, x, 0, NULL,
-                                         NULL),
-                     CL_SUCCESS);
-    return x;
+    return ts_read_floats(flashcl_context_queue(ctx), m, count);
 }
 
 /* Q, K, V and dQ, dK, dV each interleaved in one packed (B, S, Hq + 2 Hkv, D)
@@ -219,15 +204,11 @@ START_TEST(test_packed_dqkv) {
     const size_t packed = (size_t)batch * seqlen * row, room = packed + (size_t)seqlen * row; /* one spare batch */
     const size_t nq = (size_t)batch * seqlen * rowq, nkv = (size_t)batch * seqlen * rowkv;
     flashcl_context *ctx = ts_context();
-    float *host = malloc(packed * sizeof *host), *dout_host = malloc(nq * sizeof *dout_host);
-    ck_assert(host && dout_host);
-    uint32_t state = 12345u;
-    for (size_t i = 0; i < packed; ++i) state = state * 1664525u + 1013904223u, host[i] = (float)(state >> 8) / 8388608.0f - 1.0f;
-    for (size_t i = 0; i < nq; ++i) state = state * 1664525u + 1013904223u, dout_host[i] = (float)(state >> 8) / 8388608.0f - 1.0f;
-    float *poison = nan_floats(room);
-    cl_mem qkv = buffer_of(ctx, host, packed), dout = buffer_of(ctx, dout_host, nq), dqkv = buffer_of(ctx, poison, room);
-    cl_mem o = buffer_of(ctx, poison, nq), lse = buffer_of(ctx, poison, (size_t)batch * hq * seqlen);
-    cl_mem dq = buffer_of(ctx, poison, nq), dk = buffer_of(ctx, poison, nkv), dv = buffer_of(ctx, poison, nkv);
+    ts_rng rng = {12345u};
+    float *host = ts_random_floats(&rng, packed, -1.0f, 1.0f), *dout_host = ts_random_floats(&rng, nq, -1.0f, 1.0f);
+    cl_mem qkv = buffer_of(ctx, host, packed), dout = buffer_of(ctx, dout_host, nq), dqkv = buffer_of(ctx, NULL, room);
+    cl_mem o = buffer_of(ctx, NULL, nq), lse = buffer_of(ctx, NULL, (size_t)batch * hq * seqlen);
+    cl_mem dq = buffer_of(ctx, NULL, nq), dk = buffer_of(ctx, NULL, nkv), dv = buffer_of(ctx, NULL, nkv);
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, batch, hq, seqlen, seqlen, dim);
     d.heads_kv = hkv;
@@ -258,7 +239,7 @@ START_TEST(test_packed_dqkv) {
                      FLASHCL_ERROR_ALIASING);
     ck_assert_int_eq(clFinish(flashcl_context_queue(ctx)), CL_SUCCESS);
     float *untouched = read_floats(ctx, dqkv, room);
-    for (size_t i = 0; i < room; ++i) ck_assert_msg(isnan(untouched[i]), "a refused call wrote element %zu", i);
+    for (size_t i = 0; i < room; ++i) ck_assert_msg(ts_is_poison(untouched[i]), "a refused call wrote element %zu", i);
     free(untouched);
 
     ck_assert_msg(flashcl_backward(ctx, &d, &tq, &tk, &tv, &to, &tl, &tdo, &sdq, &sdk, &sdv, 0, NULL, NULL) ==
@@ -277,11 +258,11 @@ START_TEST(test_packed_dqkv) {
                       "dV of packed row %zu differs", r);
     }
     for (size_t i = 0; i < packed; ++i) ck_assert_msg(isfinite(p[i]), "packed element %zu not written", i);
-    for (size_t i = packed; i < room; ++i) ck_assert_msg(isnan(p[i]), "element %zu past the views written", i);
+    for (size_t i = packed; i < room; ++i) ck_assert_msg(ts_is_poison(p[i]), "element %zu past the views written", i);
     free(p), free(gq), free(gk), free(gv);
     cl_mem all[] = {qkv, dout, dqkv, o, lse, dq, dk, dv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
-    free(host), free(dout_host), free(poison);
+    free(host), free(dout_host);
     flashcl_context_free(ctx);
 }
 END_TEST
@@ -306,8 +287,8 @@ START_TEST(test_interleaved_outputs_overlap_exactly) {
     const flashcl_tensor tq = flashcl_tensor_contiguous(in_q, FLASHCL_LAYOUT_BHSD, hq, seqlen, dim),
                          tkv = flashcl_tensor_contiguous(in_kv, FLASHCL_LAYOUT_BHSD, hkv, seqlen, dim),
                          tl = flashcl_tensor_lse(in_lse, hq, seqlen);
-    uint32_t state = 777u + (uint32_t)_i;
-#define RANDOM(n) (state = state * 1664525u + 1013904223u, (size_t)((state >> 8) % (uint32_t)(n)))
+    ts_rng rng = {777u + (uint64_t)_i};
+#define RANDOM(n) ts_index(&rng, (size_t)(n))
     int refused = 0, accepted = 0;
     for (int trial = 0; trial < 80; ++trial) {
         /* Strides in a random nesting order of (batch, head, seq), each past the span of the inner ones. */
@@ -354,9 +335,7 @@ START_TEST(test_interleaved_outputs_overlap_exactly) {
                             *at = (unsigned char)(v + 1);
                         }
         free(owner);
-        float *poison = nan_floats(capacity);
-        cl_mem shared = buffer_of(ctx, poison, capacity);
-        free(poison);
+        cl_mem shared = buffer_of(ctx, NULL, capacity);
         flashcl_tensor views[3];
         for (int v = 0; v < 3; ++v) views[v] = (flashcl_tensor){shared, offsets[v], strides[0], strides[1], strides[2]};
         const flashcl_status st = flashcl_backward(ctx, &d, &tq, &tkv, &tkv, &tq, &tl, &tq, &views[0], &views[1],
