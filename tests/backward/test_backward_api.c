@@ -8,7 +8,8 @@
 #include "attention_reference.h"
 #include "backward_harness.h"
 
-static const bwd_case small_case = {"api 37x29 d40 causal", {2, 2, 1, 37, 29, 40, 1, 0.0f, 1.0f}, FLASHCL_LAYOUT_BSHD, 4};
+static const bwd_case small_case = {"api 37x29 d40 causal", {2, 2, 1, 37, 29, 40, 1, 0.0f, 1.0f},
+                                    FLASHCL_LAYOUT_BSHD, 4};
 
 /* A context, host data and device buffers with the forward already run. */
 typedef struct fixture {
@@ -34,8 +35,8 @@ static void teardown(fixture *f) {
 
 static flashcl_status backward_with(fixture *f, const flashcl_tensor *lse, const flashcl_tensor *dq,
                                     const flashcl_tensor *dk, const flashcl_tensor *dv) {
-    return flashcl_backward(f->ctx, &f->desc, &f->d.q.view, &f->d.k.view, &f->d.v.view, &f->d.o.view, lse, &f->d.dout.view, dq, dk, dv, 0,
-                            NULL, NULL);
+    return flashcl_backward(f->ctx, &f->desc, &f->d.q.view, &f->d.k.view, &f->d.v.view, &f->d.o.view, lse,
+                            &f->d.dout.view, dq, dk, dv, 0, NULL, NULL);
 }
 
 START_TEST(test_missing_lse) {
@@ -82,7 +83,8 @@ START_TEST(test_buffer_too_small) {
     ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &dk, &f.d.dv.view), FLASHCL_ERROR_BUFFER_TOO_SMALL);
     /* LSE too small as well: its view has one float per query row. */
     cl_mem short_lse = clCreateBuffer(flashcl_context_cl_context(f.ctx), CL_MEM_READ_WRITE,
-                                      (small_case.offset + ts_case_lse_count(&small_case.shape) - 1) * sizeof(float), NULL, &err);
+                                      (small_case.offset + ts_case_lse_count(&small_case.shape) - 1) * sizeof(float),
+                                      NULL, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     flashcl_tensor lse = f.d.lse.view;
     lse.buffer = short_lse;
@@ -98,19 +100,23 @@ START_TEST(test_bad_desc_and_plan) {
     fixture f;
     setup(&f, &small_case);
     f.desc.head_dim = 0;
-    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
     bwd_desc(&small_case, &f.desc);
     f.desc.scale = -1.0f;
-    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
     bwd_desc(&small_case, &f.desc);
     /* 40 head-dim columns on one work-item break the register rule. */
     const flashcl_plan too_wide = {4, 4, 1, 1, 0, 0};
     ck_assert_int_eq(flashcl_context_force_plan(f.ctx, FLASHCL_PASS_BACKWARD, &too_wide), FLASHCL_SUCCESS);
-    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view), FLASHCL_ERROR_PLAN);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_PLAN);
     /* A plan whose tiles exceed any device's local memory. */
     const flashcl_plan too_big = {1024, 1024, 32, 32, 0, 0};
     ck_assert_int_eq(flashcl_context_force_plan(f.ctx, FLASHCL_PASS_BACKWARD, &too_big), FLASHCL_SUCCESS);
-    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view), FLASHCL_ERROR_PLAN);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_PLAN);
     bwd_assert_gradients_untouched(f.ctx, &f.d);
     teardown(&f);
 }
@@ -124,7 +130,8 @@ START_TEST(test_memory_budget) {
     setup(&f, &small_case);
     const size_t scratch = expected_scratch(&small_case);
     ck_assert_int_eq(flashcl_context_set_memory_budget(f.ctx, scratch - 1), FLASHCL_SUCCESS);
-    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view), FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY);
     ck_assert_int_eq(clFinish(flashcl_context_queue(f.ctx)), CL_SUCCESS);
     bwd_assert_gradients_untouched(f.ctx, &f.d);
     /* Exactly the scratch is enough. */
@@ -166,8 +173,9 @@ START_TEST(test_wait_list_and_event) {
     cl_event gate = clCreateUserEvent(flashcl_context_cl_context(f.ctx), &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     cl_event done = NULL;
-    ck_assert_int_eq(flashcl_backward(f.ctx, &f.desc, &f.d.q.view, &f.d.k.view, &f.d.v.view, &f.d.o.view, &f.d.lse.view, &f.d.dout.view,
-                                      &f.d.dq.view, &f.d.dk.view, &f.d.dv.view, 1, &gate, &done),
+    ck_assert_int_eq(flashcl_backward(f.ctx, &f.desc, &f.d.q.view, &f.d.k.view, &f.d.v.view, &f.d.o.view,
+                                      &f.d.lse.view, &f.d.dout.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view, 1,
+                                      &gate, &done),
                      FLASHCL_SUCCESS);
     ck_assert_ptr_nonnull(done);
     cl_int state = 0;
@@ -413,13 +421,14 @@ START_TEST(test_out_of_order_queue) {
     bhsd.layout = FLASHCL_LAYOUT_BHSD;
     bwd_host b;
     bwd_host_alloc(&bhsd, 5, &b);
-    flashcl_reference_bshd_to_bhsd(h.dq, b.dq, c->shape.batch, c->shape.seqlen_q, c->shape.heads_q, c->shape.head_dim);
-    flashcl_reference_bshd_to_bhsd(h.dk, b.dk, c->shape.batch, c->shape.seqlen_k, c->shape.heads_kv, c->shape.head_dim);
-    flashcl_reference_bshd_to_bhsd(h.dv, b.dv, c->shape.batch, c->shape.seqlen_k, c->shape.heads_kv, c->shape.head_dim);
-    flashcl_reference_bshd_to_bhsd(h.q, b.q, c->shape.batch, c->shape.seqlen_q, c->shape.heads_q, c->shape.head_dim);
-    flashcl_reference_bshd_to_bhsd(h.k, b.k, c->shape.batch, c->shape.seqlen_k, c->shape.heads_kv, c->shape.head_dim);
-    flashcl_reference_bshd_to_bhsd(h.v, b.v, c->shape.batch, c->shape.seqlen_k, c->shape.heads_kv, c->shape.head_dim);
-    flashcl_reference_bshd_to_bhsd(h.dout, b.dout, c->shape.batch, c->shape.seqlen_q, c->shape.heads_q, c->shape.head_dim);
+    const ts_case *s = &c->shape;
+    flashcl_reference_bshd_to_bhsd(h.dq, b.dq, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.dk, b.dk, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.dv, b.dv, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.q, b.q, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.k, b.k, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.v, b.v, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.dout, b.dout, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
     memcpy(b.lse, h.lse, ts_case_lse_count(&c->shape) * sizeof(float));
     bwd_check_gradients(&bhsd, &b);
     bwd_host_free(&b);

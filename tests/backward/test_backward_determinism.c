@@ -7,7 +7,8 @@
 
 #define RUNS 10
 
-static const bwd_case repeat_case = {"repeat 97x75 d64 causal gqa", {2, 4, 2, 97, 75, 64, 1, 0.0f, 1.0f}, FLASHCL_LAYOUT_BSHD, 3};
+static const bwd_case repeat_case = {"repeat 97x75 d64 causal gqa", {2, 4, 2, 97, 75, 64, 1, 0.0f, 1.0f},
+                                     FLASHCL_LAYOUT_BSHD, 3};
 
 /* Runs the backward on d (forward already done), reads and checks it, and
  * copies the gradients into one array (dq, dk, dv back to back). */
