@@ -8,7 +8,8 @@
 #include "attention_reference.h"
 #include "backward_harness.h"
 
-static const bwd_case small_case = {"api 37x29 d40 causal", 2, 2, 1, 37, 29, 40, 1, FLASHCL_LAYOUT_BSHD, 4, 1.0f};
+static const bwd_case small_case = {"api 37x29 d40 causal", {2, 2, 1, 37, 29, 40, 1, 0.0f, 1.0f},
+                                    FLASHCL_LAYOUT_BSHD, 4};
 
 /* A context, host data and device buffers with the forward already run. */
 typedef struct fixture {
@@ -19,7 +20,7 @@ typedef struct fixture {
 } fixture;
 
 static void setup(fixture *f, const bwd_case *c) {
-    f->ctx = bwd_context();
+    f->ctx = ts_context();
     bwd_host_alloc(c, 3, &f->h);
     bwd_device_create(f->ctx, c, &f->h, &f->d);
     ck_assert_int_eq(bwd_run_forward(f->ctx, c, &f->d), FLASHCL_SUCCESS);
@@ -34,16 +35,16 @@ static void teardown(fixture *f) {
 
 static flashcl_status backward_with(fixture *f, const flashcl_tensor *lse, const flashcl_tensor *dq,
                                     const flashcl_tensor *dk, const flashcl_tensor *dv) {
-    return flashcl_backward(f->ctx, &f->desc, &f->d.tq, &f->d.tk, &f->d.tv, &f->d.to, lse, &f->d.tdout, dq, dk, dv, 0,
-                            NULL, NULL);
+    return flashcl_backward(f->ctx, &f->desc, &f->d.q.view, &f->d.k.view, &f->d.v.view, &f->d.o.view, lse,
+                            &f->d.dout.view, dq, dk, dv, 0, NULL, NULL);
 }
 
 START_TEST(test_missing_lse) {
     fixture f;
     setup(&f, &small_case);
-    ck_assert_int_eq(backward_with(&f, NULL, &f.d.tdq, &f.d.tdk, &f.d.tdv), FLASHCL_ERROR_MISSING_LSE);
+    ck_assert_int_eq(backward_with(&f, NULL, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view), FLASHCL_ERROR_MISSING_LSE);
     ck_assert_str_ne(flashcl_last_error(f.ctx), "");
-    bwd_assert_gradients_untouched(f.ctx, &small_case, &f.d);
+    bwd_assert_gradients_untouched(f.ctx, &f.d);
     teardown(&f);
 }
 END_TEST
@@ -51,8 +52,8 @@ END_TEST
 START_TEST(test_dq_aliasing_q) {
     fixture f;
     setup(&f, &small_case);
-    ck_assert_int_eq(backward_with(&f, &f.d.tlse, &f.d.tq, &f.d.tdk, &f.d.tdv), FLASHCL_ERROR_ALIASING);
-    bwd_assert_gradients_untouched(f.ctx, &small_case, &f.d);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.q.view, &f.d.dk.view, &f.d.dv.view), FLASHCL_ERROR_ALIASING);
+    bwd_assert_gradients_untouched(f.ctx, &f.d);
     teardown(&f);
 }
 END_TEST
@@ -60,11 +61,11 @@ END_TEST
 START_TEST(test_dk_overlapping_dv) {
     fixture f;
     setup(&f, &small_case);
-    flashcl_tensor shifted = f.d.tdk;
-    shifted.buffer = f.d.dv;
+    flashcl_tensor shifted = f.d.dk.view;
+    shifted.buffer = f.d.dv.view.buffer;
     shifted.offset += 1; /* dk one element into dv's view */
-    ck_assert_int_eq(backward_with(&f, &f.d.tlse, &f.d.tdq, &shifted, &f.d.tdv), FLASHCL_ERROR_ALIASING);
-    bwd_assert_gradients_untouched(f.ctx, &small_case, &f.d);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &shifted, &f.d.dv.view), FLASHCL_ERROR_ALIASING);
+    bwd_assert_gradients_untouched(f.ctx, &f.d);
     teardown(&f);
 }
 END_TEST
@@ -73,22 +74,23 @@ START_TEST(test_buffer_too_small) {
     fixture f;
     setup(&f, &small_case);
     cl_int err;
-    const size_t needed = small_case.offset + bwd_kv_count(&small_case);
+    const size_t needed = small_case.offset + ts_case_kv_count(&small_case.shape);
     cl_mem tiny = clCreateBuffer(flashcl_context_cl_context(f.ctx), CL_MEM_READ_WRITE, (needed - 1) * sizeof(float),
                                  NULL, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
-    flashcl_tensor dk = f.d.tdk;
+    flashcl_tensor dk = f.d.dk.view;
     dk.buffer = tiny;
-    ck_assert_int_eq(backward_with(&f, &f.d.tlse, &f.d.tdq, &dk, &f.d.tdv), FLASHCL_ERROR_BUFFER_TOO_SMALL);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &dk, &f.d.dv.view), FLASHCL_ERROR_BUFFER_TOO_SMALL);
     /* LSE too small as well: its view has one float per query row. */
     cl_mem short_lse = clCreateBuffer(flashcl_context_cl_context(f.ctx), CL_MEM_READ_WRITE,
-                                      (small_case.offset + bwd_lse_count(&small_case) - 1) * sizeof(float), NULL, &err);
+                                      (small_case.offset + ts_case_lse_count(&small_case.shape) - 1) * sizeof(float),
+                                      NULL, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
-    flashcl_tensor lse = f.d.tlse;
+    flashcl_tensor lse = f.d.lse.view;
     lse.buffer = short_lse;
-    ck_assert_int_eq(backward_with(&f, &lse, &f.d.tdq, &f.d.tdk, &f.d.tdv), FLASHCL_ERROR_BUFFER_TOO_SMALL);
+    ck_assert_int_eq(backward_with(&f, &lse, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view), FLASHCL_ERROR_BUFFER_TOO_SMALL);
     clReleaseMemObject(short_lse);
-    bwd_assert_gradients_untouched(f.ctx, &small_case, &f.d);
+    bwd_assert_gradients_untouched(f.ctx, &f.d);
     clReleaseMemObject(tiny);
     teardown(&f);
 }
@@ -98,39 +100,44 @@ START_TEST(test_bad_desc_and_plan) {
     fixture f;
     setup(&f, &small_case);
     f.desc.head_dim = 0;
-    ck_assert_int_eq(backward_with(&f, &f.d.tlse, &f.d.tdq, &f.d.tdk, &f.d.tdv), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
     bwd_desc(&small_case, &f.desc);
     f.desc.scale = -1.0f;
-    ck_assert_int_eq(backward_with(&f, &f.d.tlse, &f.d.tdq, &f.d.tdk, &f.d.tdv), FLASHCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
     bwd_desc(&small_case, &f.desc);
     /* 40 head-dim columns on one work-item break the register rule. */
     const flashcl_plan too_wide = {4, 4, 1, 1, 0, 0};
     ck_assert_int_eq(flashcl_context_force_plan(f.ctx, FLASHCL_PASS_BACKWARD, &too_wide), FLASHCL_SUCCESS);
-    ck_assert_int_eq(backward_with(&f, &f.d.tlse, &f.d.tdq, &f.d.tdk, &f.d.tdv), FLASHCL_ERROR_PLAN);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_PLAN);
     /* A plan whose tiles exceed any device's local memory. */
     const flashcl_plan too_big = {1024, 1024, 32, 32, 0, 0};
     ck_assert_int_eq(flashcl_context_force_plan(f.ctx, FLASHCL_PASS_BACKWARD, &too_big), FLASHCL_SUCCESS);
-    ck_assert_int_eq(backward_with(&f, &f.d.tlse, &f.d.tdq, &f.d.tdk, &f.d.tdv), FLASHCL_ERROR_PLAN);
-    bwd_assert_gradients_untouched(f.ctx, &small_case, &f.d);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_PLAN);
+    bwd_assert_gradients_untouched(f.ctx, &f.d);
     teardown(&f);
 }
 END_TEST
 
 /* The scratch is D = rowsum(dO * O): one float per query row and head. */
-static size_t expected_scratch(const bwd_case *c) { return bwd_lse_count(c) * sizeof(float); }
+static size_t expected_scratch(const bwd_case *c) { return ts_case_lse_count(&c->shape) * sizeof(float); }
 
 START_TEST(test_memory_budget) {
     fixture f;
     setup(&f, &small_case);
     const size_t scratch = expected_scratch(&small_case);
     ck_assert_int_eq(flashcl_context_set_memory_budget(f.ctx, scratch - 1), FLASHCL_SUCCESS);
-    ck_assert_int_eq(backward_with(&f, &f.d.tlse, &f.d.tdq, &f.d.tdk, &f.d.tdv), FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY);
+    ck_assert_int_eq(backward_with(&f, &f.d.lse.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view),
+                     FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY);
     ck_assert_int_eq(clFinish(flashcl_context_queue(f.ctx)), CL_SUCCESS);
-    bwd_assert_gradients_untouched(f.ctx, &small_case, &f.d);
+    bwd_assert_gradients_untouched(f.ctx, &f.d);
     /* Exactly the scratch is enough. */
     ck_assert_int_eq(flashcl_context_set_memory_budget(f.ctx, scratch), FLASHCL_SUCCESS);
     ck_assert_int_eq(bwd_run_backward(f.ctx, &small_case, &f.d), FLASHCL_SUCCESS);
-    bwd_read_results(f.ctx, &small_case, &f.d, &f.h);
+    bwd_read_results(f.ctx, &f.d, &f.h);
     bwd_check_gradients(&small_case, &f.h);
     teardown(&f);
 }
@@ -140,9 +147,9 @@ END_TEST
  * seqlen_k (an N x N buffer would grow with seqlen_q x seqlen_k). */
 START_TEST(test_scratch_is_linear) {
     const bwd_case cases[] = {
-        {"scratch 64x64", 1, 2, 2, 64, 64, 16, 0, FLASHCL_LAYOUT_BHSD, 0, 1.0f},
-        {"scratch 64x640", 1, 2, 2, 64, 640, 16, 0, FLASHCL_LAYOUT_BHSD, 0, 1.0f},
-        {"scratch 640x64", 1, 2, 2, 640, 64, 16, 1, FLASHCL_LAYOUT_BHSD, 0, 1.0f},
+        {"scratch 64x64", {1, 2, 2, 64, 64, 16, 0, 0.0f, 1.0f}, FLASHCL_LAYOUT_BHSD, 0},
+        {"scratch 64x640", {1, 2, 2, 64, 640, 16, 0, 0.0f, 1.0f}, FLASHCL_LAYOUT_BHSD, 0},
+        {"scratch 640x64", {1, 2, 2, 640, 64, 16, 1, 0.0f, 1.0f}, FLASHCL_LAYOUT_BHSD, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         fixture f;
@@ -166,8 +173,9 @@ START_TEST(test_wait_list_and_event) {
     cl_event gate = clCreateUserEvent(flashcl_context_cl_context(f.ctx), &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     cl_event done = NULL;
-    ck_assert_int_eq(flashcl_backward(f.ctx, &f.desc, &f.d.tq, &f.d.tk, &f.d.tv, &f.d.to, &f.d.tlse, &f.d.tdout,
-                                      &f.d.tdq, &f.d.tdk, &f.d.tdv, 1, &gate, &done),
+    ck_assert_int_eq(flashcl_backward(f.ctx, &f.desc, &f.d.q.view, &f.d.k.view, &f.d.v.view, &f.d.o.view,
+                                      &f.d.lse.view, &f.d.dout.view, &f.d.dq.view, &f.d.dk.view, &f.d.dv.view, 1,
+                                      &gate, &done),
                      FLASHCL_SUCCESS);
     ck_assert_ptr_nonnull(done);
     cl_int state = 0;
@@ -177,34 +185,19 @@ START_TEST(test_wait_list_and_event) {
     ck_assert_int_eq(clWaitForEvents(1, &done), CL_SUCCESS);
     clReleaseEvent(done);
     clReleaseEvent(gate);
-    bwd_read_results(f.ctx, &small_case, &f.d, &f.h);
+    bwd_read_results(f.ctx, &f.d, &f.h);
     bwd_check_gradients(&small_case, &f.h);
     teardown(&f);
 }
 END_TEST
 
+/* The shared library's buffers on a context: a copy of host, or the poison when host is NULL. */
 static cl_mem buffer_of(flashcl_context *ctx, const float *host, size_t count) {
-    cl_int err;
-    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                              count * sizeof(float), (void *)host, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
-    return m;
-}
-
-static float *nan_floats(size_t count) {
-    float *x = malloc(count * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    for (size_t i = 0; i < count; ++i) x[i] = NAN;
-    return x;
+    return ts_buffer(flashcl_context_cl_context(ctx), count * sizeof(float), host);
 }
 
 static float *read_floats(flashcl_context *ctx, cl_mem m, size_t count) {
-    float *x = malloc(count * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    ck_assert_int_eq(clEnqueueReadBuffer(flashcl_context_queue(ctx), m, CL_TRUE, 0, count * sizeof *x, x, 0, NULL,
-                                         NULL),
-                     CL_SUCCESS);
-    return x;
+    return ts_read_floats(flashcl_context_queue(ctx), m, count);
 }
 
 /* Q, K, V and dQ, dK, dV each interleaved in one packed (B, S, Hq + 2 Hkv, D)
@@ -218,16 +211,12 @@ START_TEST(test_packed_dqkv) {
     const size_t rowq = (size_t)hq * dim, rowkv = (size_t)hkv * dim, row = rowq + 2 * rowkv;
     const size_t packed = (size_t)batch * seqlen * row, room = packed + (size_t)seqlen * row; /* one spare batch */
     const size_t nq = (size_t)batch * seqlen * rowq, nkv = (size_t)batch * seqlen * rowkv;
-    flashcl_context *ctx = bwd_context();
-    float *host = malloc(packed * sizeof *host), *dout_host = malloc(nq * sizeof *dout_host);
-    ck_assert(host && dout_host);
-    uint32_t state = 12345u;
-    for (size_t i = 0; i < packed; ++i) state = state * 1664525u + 1013904223u, host[i] = (float)(state >> 8) / 8388608.0f - 1.0f;
-    for (size_t i = 0; i < nq; ++i) state = state * 1664525u + 1013904223u, dout_host[i] = (float)(state >> 8) / 8388608.0f - 1.0f;
-    float *poison = nan_floats(room);
-    cl_mem qkv = buffer_of(ctx, host, packed), dout = buffer_of(ctx, dout_host, nq), dqkv = buffer_of(ctx, poison, room);
-    cl_mem o = buffer_of(ctx, poison, nq), lse = buffer_of(ctx, poison, (size_t)batch * hq * seqlen);
-    cl_mem dq = buffer_of(ctx, poison, nq), dk = buffer_of(ctx, poison, nkv), dv = buffer_of(ctx, poison, nkv);
+    flashcl_context *ctx = ts_context();
+    ts_rng rng = {12345u};
+    float *host = ts_random_floats(&rng, packed, -1.0f, 1.0f), *dout_host = ts_random_floats(&rng, nq, -1.0f, 1.0f);
+    cl_mem qkv = buffer_of(ctx, host, packed), dout = buffer_of(ctx, dout_host, nq), dqkv = buffer_of(ctx, NULL, room);
+    cl_mem o = buffer_of(ctx, NULL, nq), lse = buffer_of(ctx, NULL, (size_t)batch * hq * seqlen);
+    cl_mem dq = buffer_of(ctx, NULL, nq), dk = buffer_of(ctx, NULL, nkv), dv = buffer_of(ctx, NULL, nkv);
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, batch, hq, seqlen, seqlen, dim);
     d.heads_kv = hkv;
@@ -258,7 +247,7 @@ START_TEST(test_packed_dqkv) {
                      FLASHCL_ERROR_ALIASING);
     ck_assert_int_eq(clFinish(flashcl_context_queue(ctx)), CL_SUCCESS);
     float *untouched = read_floats(ctx, dqkv, room);
-    for (size_t i = 0; i < room; ++i) ck_assert_msg(isnan(untouched[i]), "a refused call wrote element %zu", i);
+    for (size_t i = 0; i < room; ++i) ck_assert_msg(ts_is_poison(untouched[i]), "a refused call wrote element %zu", i);
     free(untouched);
 
     ck_assert_msg(flashcl_backward(ctx, &d, &tq, &tk, &tv, &to, &tl, &tdo, &sdq, &sdk, &sdv, 0, NULL, NULL) ==
@@ -277,11 +266,11 @@ START_TEST(test_packed_dqkv) {
                       "dV of packed row %zu differs", r);
     }
     for (size_t i = 0; i < packed; ++i) ck_assert_msg(isfinite(p[i]), "packed element %zu not written", i);
-    for (size_t i = packed; i < room; ++i) ck_assert_msg(isnan(p[i]), "element %zu past the views written", i);
+    for (size_t i = packed; i < room; ++i) ck_assert_msg(ts_is_poison(p[i]), "element %zu past the views written", i);
     free(p), free(gq), free(gk), free(gv);
     cl_mem all[] = {qkv, dout, dqkv, o, lse, dq, dk, dv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
-    free(host), free(dout_host), free(poison);
+    free(host), free(dout_host);
     flashcl_context_free(ctx);
 }
 END_TEST
@@ -293,7 +282,7 @@ END_TEST
  * Hq = Hkv, then GQA. */
 START_TEST(test_interleaved_outputs_overlap_exactly) {
     const int batch = 2, hq = 2, hkv = 2 - _i, seqlen = 3, dim = 4;
-    flashcl_context *ctx = bwd_context();
+    flashcl_context *ctx = ts_context();
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, batch, hq, seqlen, seqlen, dim);
     d.heads_kv = hkv;
@@ -306,8 +295,8 @@ START_TEST(test_interleaved_outputs_overlap_exactly) {
     const flashcl_tensor tq = flashcl_tensor_contiguous(in_q, FLASHCL_LAYOUT_BHSD, hq, seqlen, dim),
                          tkv = flashcl_tensor_contiguous(in_kv, FLASHCL_LAYOUT_BHSD, hkv, seqlen, dim),
                          tl = flashcl_tensor_lse(in_lse, hq, seqlen);
-    uint32_t state = 777u + (uint32_t)_i;
-#define RANDOM(n) (state = state * 1664525u + 1013904223u, (size_t)((state >> 8) % (uint32_t)(n)))
+    ts_rng rng = {777u + (uint64_t)_i};
+#define RANDOM(n) ts_index(&rng, (size_t)(n))
     int refused = 0, accepted = 0;
     for (int trial = 0; trial < 80; ++trial) {
         /* Strides in a random nesting order of (batch, head, seq), each past the span of the inner ones. */
@@ -354,9 +343,7 @@ START_TEST(test_interleaved_outputs_overlap_exactly) {
                             *at = (unsigned char)(v + 1);
                         }
         free(owner);
-        float *poison = nan_floats(capacity);
-        cl_mem shared = buffer_of(ctx, poison, capacity);
-        free(poison);
+        cl_mem shared = buffer_of(ctx, NULL, capacity);
         flashcl_tensor views[3];
         for (int v = 0; v < 3; ++v) views[v] = (flashcl_tensor){shared, offsets[v], strides[0], strides[1], strides[2]};
         const flashcl_status st = flashcl_backward(ctx, &d, &tq, &tkv, &tkv, &tq, &tl, &tq, &views[0], &views[1],
@@ -383,7 +370,7 @@ END_TEST
  * returned event covers them all. rusticl offers no out-of-order queues:
  * there the test checks that the device indeed says so. */
 START_TEST(test_out_of_order_queue) {
-    flashcl_context *probe = bwd_context();
+    flashcl_context *probe = ts_context();
     cl_command_queue_properties props = 0;
     ck_assert_int_eq(clGetDeviceInfo(flashcl_context_device(probe), CL_DEVICE_QUEUE_PROPERTIES, sizeof props, &props,
                                      NULL),
@@ -434,14 +421,15 @@ START_TEST(test_out_of_order_queue) {
     bhsd.layout = FLASHCL_LAYOUT_BHSD;
     bwd_host b;
     bwd_host_alloc(&bhsd, 5, &b);
-    flashcl_reference_bshd_to_bhsd(h.dq, b.dq, c->batch, c->seqlen_q, c->heads_q, c->head_dim);
-    flashcl_reference_bshd_to_bhsd(h.dk, b.dk, c->batch, c->seqlen_k, c->heads_kv, c->head_dim);
-    flashcl_reference_bshd_to_bhsd(h.dv, b.dv, c->batch, c->seqlen_k, c->heads_kv, c->head_dim);
-    flashcl_reference_bshd_to_bhsd(h.q, b.q, c->batch, c->seqlen_q, c->heads_q, c->head_dim);
-    flashcl_reference_bshd_to_bhsd(h.k, b.k, c->batch, c->seqlen_k, c->heads_kv, c->head_dim);
-    flashcl_reference_bshd_to_bhsd(h.v, b.v, c->batch, c->seqlen_k, c->heads_kv, c->head_dim);
-    flashcl_reference_bshd_to_bhsd(h.dout, b.dout, c->batch, c->seqlen_q, c->heads_q, c->head_dim);
-    memcpy(b.lse, h.lse, bwd_lse_count(c) * sizeof(float));
+    const ts_case *s = &c->shape;
+    flashcl_reference_bshd_to_bhsd(h.dq, b.dq, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.dk, b.dk, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.dv, b.dv, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.q, b.q, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.k, b.k, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.v, b.v, s->batch, s->seqlen_k, s->heads_kv, s->head_dim);
+    flashcl_reference_bshd_to_bhsd(h.dout, b.dout, s->batch, s->seqlen_q, s->heads_q, s->head_dim);
+    memcpy(b.lse, h.lse, ts_case_lse_count(&c->shape) * sizeof(float));
     bwd_check_gradients(&bhsd, &b);
     bwd_host_free(&b);
     bwd_host_free(&h);
@@ -459,9 +447,9 @@ START_TEST(test_host_form) {
     fixture f;
     setup(&f, &c);
     ck_assert_int_eq(bwd_run_backward(f.ctx, &c, &f.d), FLASHCL_SUCCESS);
-    bwd_read_results(f.ctx, &c, &f.d, &f.h);
+    bwd_read_results(f.ctx, &f.d, &f.h);
     bwd_check_gradients(&c, &f.h);
-    const size_t nq = bwd_q_count(&c), nkv = bwd_kv_count(&c);
+    const size_t nq = ts_case_q_count(&c.shape), nkv = ts_case_kv_count(&c.shape);
     float *o = malloc(nq * sizeof(float)), *dq = malloc(nq * sizeof(float));
     float *dk = malloc(nkv * sizeof(float)), *dv = malloc(nkv * sizeof(float));
     ck_assert(o && dq && dk && dv);
@@ -524,12 +512,12 @@ static void check_fd(const char *name, const flashcl_attention_desc *desc, float
 
 START_TEST(test_finite_differences) {
     /* Tiny, causal with seqlen_q > seqlen_k (two fully masked rows), GQA. */
-    const bwd_case c = {"finite differences", 1, 2, 1, 5, 3, 4, 1, FLASHCL_LAYOUT_BHSD, 0, 1.0f};
+    const bwd_case c = {"finite differences", {1, 2, 1, 5, 3, 4, 1, 0.0f, 1.0f}, FLASHCL_LAYOUT_BHSD, 0};
     fixture f;
     setup(&f, &c);
     ck_assert_int_eq(bwd_run_backward(f.ctx, &c, &f.d), FLASHCL_SUCCESS);
-    bwd_read_results(f.ctx, &c, &f.d, &f.h);
-    const size_t nq = bwd_q_count(&c), nkv = bwd_kv_count(&c);
+    bwd_read_results(f.ctx, &f.d, &f.h);
+    const size_t nq = ts_case_q_count(&c.shape), nkv = ts_case_kv_count(&c.shape);
     double *ref = malloc(sizeof(double) * (nq + 2 * nkv)), *o = malloc(sizeof(double) * nq);
     ck_assert(ref && o);
     ck_assert_int_eq(flashcl_reference_backward(&f.desc, FLASHCL_REF_DOUBLE, f.h.q, f.h.k, f.h.v, f.h.dout, ref,
@@ -591,7 +579,7 @@ END_TEST
 static Suite *backward_api_suite(void) {
     Suite *s = suite_create("backward_api");
     TCase *tc = tcase_create("bad_inputs");
-    tcase_set_timeout(tc, BWD_TCASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_test(tc, test_missing_lse);
     tcase_add_test(tc, test_dq_aliasing_q);
     tcase_add_test(tc, test_dk_overlapping_dv);
@@ -601,12 +589,12 @@ static Suite *backward_api_suite(void) {
     tcase_add_test(tc, test_bad_desc_and_plan);
     suite_add_tcase(s, tc);
     tc = tcase_create("memory");
-    tcase_set_timeout(tc, BWD_TCASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_scratch_is_linear);
     suite_add_tcase(s, tc);
     tc = tcase_create("calls");
-    tcase_set_timeout(tc, BWD_TCASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_test(tc, test_wait_list_and_event);
     tcase_add_test(tc, test_out_of_order_queue);
     tcase_add_test(tc, test_host_form);

@@ -7,16 +7,17 @@
 
 #define RUNS 10
 
-static const bwd_case repeat_case = {"repeat 97x75 d64 causal gqa", 2, 4, 2, 97, 75, 64, 1, FLASHCL_LAYOUT_BSHD, 3, 1.0f};
+static const bwd_case repeat_case = {"repeat 97x75 d64 causal gqa", {2, 4, 2, 97, 75, 64, 1, 0.0f, 1.0f},
+                                     FLASHCL_LAYOUT_BSHD, 3};
 
 /* Runs the backward on d (forward already done), reads and checks it, and
  * copies the gradients into one array (dq, dk, dv back to back). */
 static void run_once(flashcl_context *ctx, const bwd_case *c, bwd_device *d, bwd_host *h, float *out) {
-    bwd_poison_gradients(ctx, c, d); /* every run must write every element itself */
+    bwd_poison_gradients(ctx, d); /* every run must write every element itself */
     flashcl_status s = bwd_run_backward(ctx, c, d);
     ck_assert_msg(s == FLASHCL_SUCCESS, "%s: %s", c->name, flashcl_last_error(ctx));
-    bwd_read_results(ctx, c, d, h);
-    const size_t nq = bwd_q_count(c), nkv = bwd_kv_count(c);
+    bwd_read_results(ctx, d, h);
+    const size_t nq = ts_case_q_count(&c->shape), nkv = ts_case_kv_count(&c->shape);
     memcpy(out, h->dq, nq * sizeof(float));
     memcpy(out + nq, h->dk, nkv * sizeof(float));
     memcpy(out + nq + nkv, h->dv, nkv * sizeof(float));
@@ -24,8 +25,8 @@ static void run_once(flashcl_context *ctx, const bwd_case *c, bwd_device *d, bwd
 
 START_TEST(test_repeated_runs_bitwise_equal) {
     const bwd_case *c = &repeat_case;
-    const size_t n = bwd_q_count(c) + 2 * bwd_kv_count(c);
-    flashcl_context *ctx = bwd_context();
+    const size_t n = ts_case_q_count(&c->shape) + 2 * ts_case_kv_count(&c->shape);
+    flashcl_context *ctx = ts_context();
     bwd_host h;
     bwd_device d;
     bwd_host_alloc(c, 7, &h);
@@ -57,10 +58,10 @@ typedef struct forced_set {
 } forced_set;
 
 static const forced_set forced_sets[] = {
-    {{"forced plans 75x97 d59 causal gqa", 1, 2, 1, 75, 97, 59, 1, FLASHCL_LAYOUT_BSHD, 5, 1.0f},
+    {{"forced plans 75x97 d59 causal gqa", {1, 2, 1, 75, 97, 59, 1, 0.0f, 1.0f}, FLASHCL_LAYOUT_BSHD, 5},
      {{16, 16, 4, 4, 0, 0}, {8, 32, 8, 4, 0, 0}, {32, 8, 2, 8, 0, 0}, {16, 32, 4, 16, 0, 0}, {2, 1, 2, 1, 0, 0}},
      5},
-    {{"forced plans 40x33 d256", 1, 2, 2, 40, 33, 256, 0, FLASHCL_LAYOUT_BHSD, 0, 1.0f},
+    {{"forced plans 40x33 d256", {1, 2, 2, 40, 33, 256, 0, 0.0f, 1.0f}, FLASHCL_LAYOUT_BHSD, 0},
      {{8, 4, 8, 4, 0, 0}, {8, 2, 8, 1, 0, 0}, {8, 1, 8, 1, 0, 0}},
      3},
 };
@@ -68,8 +69,8 @@ static const forced_set forced_sets[] = {
 START_TEST(test_forced_plans_agree_bitwise) {
     const forced_set *set = &forced_sets[_i];
     const bwd_case *c = &set->c;
-    const size_t n = bwd_q_count(c) + 2 * bwd_kv_count(c);
-    flashcl_context *ctx = bwd_context();
+    const size_t n = ts_case_q_count(&c->shape) + 2 * ts_case_kv_count(&c->shape);
+    flashcl_context *ctx = ts_context();
     bwd_host h;
     bwd_device d;
     bwd_host_alloc(c, 11, &h);
@@ -110,11 +111,11 @@ END_TEST
 static Suite *backward_determinism_suite(void) {
     Suite *s = suite_create("backward_determinism");
     TCase *tc = tcase_create("repeat");
-    tcase_set_timeout(tc, BWD_TCASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_test(tc, test_repeated_runs_bitwise_equal);
     suite_add_tcase(s, tc);
     tc = tcase_create("forced_plans");
-    tcase_set_timeout(tc, BWD_TCASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_forced_plans_agree_bitwise, 0, (int)(sizeof forced_sets / sizeof forced_sets[0]));
     suite_add_tcase(s, tc);
     return s;

@@ -20,16 +20,16 @@
  * dims, 64 and 128: every head dim is one more cold build of each kernel,
  * about 20 s on rusticl; the kernels take HEAD_DIM only through the step
  * counts DIM_STEPS and DIM_TILES, which these two exercise. */
-/* name, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal, layout, offset, input scale */
+/* name, {batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal, scale (0: default), amplitude}, layout, offset */
 static const bwd_case f32_cases[] = {
-    {"3x199 d64", 1, 2, 2, 3, 199, 64, 0, BSHD, 4, 1.0f},
-    {"113x203 d64 causal", 2, 2, 2, 113, 203, 64, 1, BHSD, 8, 1.0f},
-    {"127x64 d64 causal gqa masked rows", 1, 2, 1, 127, 64, 64, 1, BSHD, 0, 1.0f},
-    {"70x70 d64 causal mqa", 2, 3, 1, 70, 70, 64, 1, BHSD, 0, 1.0f},
-    {"65x129 d128 causal gqa", 1, 4, 2, 65, 129, 128, 1, BSHD, 4, 1.0f},
-    {"200x130 d128", 1, 1, 1, 200, 130, 128, 0, BHSD, 0, 1.0f},
-    {"large logits 77x90 d64", 1, 2, 2, 77, 90, 64, 0, BHSD, 0, 6.0f},
-    {"large logits 91x50 d128 causal", 1, 2, 1, 91, 50, 128, 1, BSHD, 4, 6.0f},
+    {"3x199 d64", {1, 2, 2, 3, 199, 64, 0, 0.0f, 1.0f}, BSHD, 4},
+    {"113x203 d64 causal", {2, 2, 2, 113, 203, 64, 1, 0.0f, 1.0f}, BHSD, 8},
+    {"127x64 d64 causal gqa masked rows", {1, 2, 1, 127, 64, 64, 1, 0.0f, 1.0f}, BSHD, 0},
+    {"70x70 d64 causal mqa", {2, 3, 1, 70, 70, 64, 1, 0.0f, 1.0f}, BHSD, 0},
+    {"65x129 d128 causal gqa", {1, 4, 2, 65, 129, 128, 1, 0.0f, 1.0f}, BSHD, 4},
+    {"200x130 d128", {1, 1, 1, 200, 130, 128, 0, 0.0f, 1.0f}, BHSD, 0},
+    {"large logits 77x90 d64", {1, 2, 2, 77, 90, 64, 0, 0.0f, 6.0f}, BHSD, 0},
+    {"large logits 91x50 d128 causal", {1, 2, 1, 91, 50, 128, 1, 0.0f, 6.0f}, BSHD, 4},
 };
 
 /* f16 and bf16 storage: the matrix unit takes P and dS rounded to the
@@ -39,17 +39,17 @@ static const struct {
     bwd_case c;
     flashcl_dtype dtype;
 } storage_cases[] = {
-    {{"f16 45x70 d64 causal gqa", 1, 2, 1, 45, 70, 64, 1, BHSD, 0, 1.0f}, FLASHCL_DTYPE_F16},
-    {{"f16 130x97 d64 batch 2", 2, 2, 2, 130, 97, 64, 0, BHSD, 0, 1.0f}, FLASHCL_DTYPE_F16},
-    {{"bf16 130x97 d128", 1, 2, 2, 130, 97, 128, 0, BHSD, 0, 1.0f}, FLASHCL_DTYPE_BF16},
-    {{"bf16 66x33 d128 causal masked rows", 1, 1, 1, 66, 33, 128, 1, BHSD, 0, 1.0f}, FLASHCL_DTYPE_BF16},
+    {{"f16 45x70 d64 causal gqa", {1, 2, 1, 45, 70, 64, 1, 0.0f, 1.0f}, BHSD, 0}, FLASHCL_DTYPE_F16},
+    {{"f16 130x97 d64 batch 2", {2, 2, 2, 130, 97, 64, 0, 0.0f, 1.0f}, BHSD, 0}, FLASHCL_DTYPE_F16},
+    {{"bf16 130x97 d128", {1, 2, 2, 130, 97, 128, 0, 0.0f, 1.0f}, BHSD, 0}, FLASHCL_DTYPE_BF16},
+    {{"bf16 66x33 d128 causal masked rows", {1, 1, 1, 66, 33, 128, 1, 0.0f, 1.0f}, BHSD, 0}, FLASHCL_DTYPE_BF16},
 };
 #define STORAGE_ULPS 4.0
 
 /* A context in the mode that runs the tensor-core kernels here (fp32 in
  * 3xTF32), and the tensor_cores value its calls should report. */
 static flashcl_context *mma_context(int *expected) {
-    flashcl_context *ctx = bwd_context();
+    flashcl_context *ctx = ts_context();
     const int real = flashcl_context_has_tensor_cores(ctx);
     ck_assert_int_eq(
         flashcl_context_set_tensor_cores(ctx, real ? FLASHCL_TENSOR_CORES_AUTO : FLASHCL_TENSOR_CORES_EMULATE),
@@ -99,7 +99,7 @@ END_TEST
  * sum |dO V|, not 0: dQ = scale dS K must stay within a few of those
  * roundings (dK and dV follow the usual rule). */
 START_TEST(test_single_key) {
-    const bwd_case c = {"1x1 d64", 1, 1, 1, 1, 1, 64, 0, BHSD, 0, 1.0f};
+    const bwd_case c = {"1x1 d64", {1, 1, 1, 1, 1, 64, 0, 0.0f, 1.0f}, BHSD, 0};
     int expected;
     flashcl_context *ctx = mma_context(&expected);
     bwd_host h;
@@ -109,14 +109,14 @@ START_TEST(test_single_key) {
     ck_assert_int_eq(bwd_run_forward(ctx, &c, &d), FLASHCL_SUCCESS);
     ck_assert_int_eq(bwd_run_backward(ctx, &c, &d), FLASHCL_SUCCESS);
     ck_assert_int_eq(last_tensor_cores(ctx), expected);
-    bwd_read_results(ctx, &c, &d, &h);
+    bwd_read_results(ctx, &d, &h);
     double products = 0.0, key_max = 0.0;
-    for (int i = 0; i < c.head_dim; ++i) {
+    for (int i = 0; i < c.shape.head_dim; ++i) {
         products += fabs((double)h.dout[i] * h.v[i]);
         key_max = fmax(key_max, fabs(h.k[i]));
     }
-    const double bound = 4.0 * FLT_EPSILON * products * key_max / sqrt((double)c.head_dim);
-    for (int i = 0; i < c.head_dim; ++i)
+    const double bound = 4.0 * FLT_EPSILON * products * key_max / sqrt((double)c.shape.head_dim);
+    for (int i = 0; i < c.shape.head_dim; ++i)
         ck_assert_msg(fabs(h.dq[i]) <= bound, "dq[%d] = %g exceeds %g", i, (double)h.dq[i], bound);
     ck_assert_msg(bound < 1e-5, "the bound %g is not small", bound);
     bwd_device_free(&d);
@@ -127,7 +127,7 @@ END_TEST
 
 /* Same inputs, same bits: no atomics, every sum in a fixed order. */
 START_TEST(test_repeatable) {
-    const bwd_case c = {"repeat 96x80 d64 causal gqa", 1, 4, 2, 96, 80, 64, 1, BHSD, 0, 1.0f};
+    const bwd_case c = {"repeat 96x80 d64 causal gqa", {1, 4, 2, 96, 80, 64, 1, 0.0f, 1.0f}, BHSD, 0};
     int expected;
     flashcl_context *ctx = mma_context(&expected);
     bwd_host first, second;
@@ -138,11 +138,11 @@ START_TEST(test_repeatable) {
     ck_assert_int_eq(bwd_run_forward(ctx, &c, &d), FLASHCL_SUCCESS);
     ck_assert_int_eq(bwd_run_backward(ctx, &c, &d), FLASHCL_SUCCESS);
     ck_assert_int_eq(last_tensor_cores(ctx), expected);
-    bwd_read_results(ctx, &c, &d, &first);
-    bwd_poison_gradients(ctx, &c, &d);
+    bwd_read_results(ctx, &d, &first);
+    bwd_poison_gradients(ctx, &d);
     ck_assert_int_eq(bwd_run_backward(ctx, &c, &d), FLASHCL_SUCCESS);
-    bwd_read_results(ctx, &c, &d, &second);
-    const size_t nq = bwd_q_count(&c), nkv = bwd_kv_count(&c);
+    bwd_read_results(ctx, &d, &second);
+    const size_t nq = ts_case_q_count(&c.shape), nkv = ts_case_kv_count(&c.shape);
     ck_assert(memcmp(first.dq, second.dq, nq * sizeof(float)) == 0);
     ck_assert(memcmp(first.dk, second.dk, nkv * sizeof(float)) == 0);
     ck_assert(memcmp(first.dv, second.dv, nkv * sizeof(float)) == 0);
@@ -163,12 +163,12 @@ static void expect_portable(flashcl_context *ctx, const bwd_case *c, const char 
 START_TEST(test_fallbacks) {
     int expected;
     flashcl_context *ctx = mma_context(&expected);
-    const bwd_case odd_dim = {"fallback d40", 1, 1, 1, 33, 47, 40, 1, BHSD, 0, 1.0f};
+    const bwd_case odd_dim = {"fallback d40", {1, 1, 1, 33, 47, 40, 1, 0.0f, 1.0f}, BHSD, 0};
     expect_portable(ctx, &odd_dim, "a head dim not a multiple of 16");
-    const bwd_case misaligned = {"fallback offset 3", 1, 1, 1, 33, 47, 64, 0, BHSD, 3, 1.0f};
+    const bwd_case misaligned = {"fallback offset 3", {1, 1, 1, 33, 47, 64, 0, 0.0f, 1.0f}, BHSD, 3};
     expect_portable(ctx, &misaligned, "an offset not a multiple of 4 floats");
     ck_assert_int_eq(flashcl_context_set_f32_precision(ctx, FLASHCL_F32_FULL), FLASHCL_SUCCESS);
-    const bwd_case full = {"fallback f32 full precision", 1, 1, 1, 33, 47, 64, 0, BHSD, 0, 1.0f};
+    const bwd_case full = {"fallback f32 full precision", {1, 1, 1, 33, 47, 64, 0, 0.0f, 1.0f}, BHSD, 0};
     expect_portable(ctx, &full, "fp32 at full precision");
     flashcl_context_free(ctx);
 }
@@ -188,15 +188,15 @@ START_TEST(test_llvmpipe_long_sequences) {
         flashcl_context_free(ctx);
         return; /* the guard concerns llvmpipe's emulation only; other devices run the other cases */
     }
-    const bwd_case keys_at_limit = {"llvmpipe 336 keys", 1, 1, 1, 48, 336, 128, 0, BHSD, 0, 1.0f};
+    const bwd_case keys_at_limit = {"llvmpipe 336 keys", {1, 1, 1, 48, 336, 128, 0, 0.0f, 1.0f}, BHSD, 0};
     bwd_run_and_check_on(ctx, &keys_at_limit);
     ck_assert_int_eq(last_tensor_cores(ctx), 2);
-    const bwd_case queries_at_limit = {"llvmpipe 256 queries", 1, 1, 1, 256, 48, 128, 0, BHSD, 0, 1.0f};
+    const bwd_case queries_at_limit = {"llvmpipe 256 queries", {1, 1, 1, 256, 48, 128, 0, 0.0f, 1.0f}, BHSD, 0};
     bwd_run_and_check_on(ctx, &queries_at_limit);
     ck_assert_int_eq(last_tensor_cores(ctx), 2);
-    const bwd_case more_keys = {"llvmpipe 337 keys", 1, 1, 1, 48, 337, 128, 0, BHSD, 0, 1.0f};
+    const bwd_case more_keys = {"llvmpipe 337 keys", {1, 1, 1, 48, 337, 128, 0, 0.0f, 1.0f}, BHSD, 0};
     expect_portable(ctx, &more_keys, "a long emulated dQ call on llvmpipe");
-    const bwd_case more_queries = {"llvmpipe 2 x 129 queries gqa", 1, 2, 1, 129, 48, 128, 0, BHSD, 0, 1.0f};
+    const bwd_case more_queries = {"llvmpipe 2 x 129 queries gqa", {1, 2, 1, 129, 48, 128, 0, 0.0f, 1.0f}, BHSD, 0};
     expect_portable(ctx, &more_queries, "a long emulated dK/dV call on llvmpipe (GQA counts every query head)");
     flashcl_context_free(ctx);
 }
@@ -205,15 +205,15 @@ END_TEST
 static Suite *backward_mma_suite(void) {
     Suite *s = suite_create("backward_mma");
     TCase *tc = tcase_create("f32_3xtf32");
-    tcase_set_timeout(tc, BWD_TCASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_f32, 0, (int)(sizeof f32_cases / sizeof f32_cases[0]));
     suite_add_tcase(s, tc);
     tc = tcase_create("storage");
-    tcase_set_timeout(tc, BWD_TCASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_storage, 0, (int)(sizeof storage_cases / sizeof storage_cases[0]));
     suite_add_tcase(s, tc);
     tc = tcase_create("behaviour");
-    tcase_set_timeout(tc, BWD_TCASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_test(tc, test_single_key);
     tcase_add_test(tc, test_repeatable);
     tcase_add_test(tc, test_fallbacks);

@@ -6,8 +6,7 @@
 #include <stdint.h>
 
 #include "flashcl.h"
-
-#define FH_CASE_TIMEOUT 240
+#include "test_support.h" /* the shared library this builds on */
 
 /* One problem: desc (window, causal and dropout in it) plus an optional
  * block mask given on the host. */
@@ -24,24 +23,18 @@ typedef struct fh_result {
     float *o, *lse, *dq, *dk, *dv;
 } fh_result;
 
-/* Random inputs of a case (fixed seed), contiguous BHSD. */
+/* Random inputs of a case (fixed seed, all in [-1, 1]), contiguous BHSD. */
 typedef struct fh_inputs {
     float *q, *k, *v, *dout;
     size_t q_count, kv_count, lse_count;
 } fh_inputs;
 
-flashcl_context *fh_context(void);
-
-/* A read-write buffer of `bytes` holding a copy of host, or NaN bytes
- * (0xff) when host is NULL so an unwritten output cannot pass. */
-cl_mem fh_buffer(cl_context context, size_t bytes, const void *host);
-/* n floats of m, read back (blocking); malloc'ed. */
-float *fh_read_floats(cl_command_queue queue, cl_mem m, size_t n);
 void fh_inputs_make(const fh_case *c, uint64_t seed, fh_inputs *in);
 void fh_inputs_free(fh_inputs *in);
 
 /* Forward (and, if backward, the backward) through flashcl_forward_ex /
- * flashcl_backward_ex on contiguous buffers whose outputs start as NaN.
+ * flashcl_backward_ex on contiguous views with canaries; outputs start
+ * poisoned and must be written exactly (every element, nothing else).
  * Fails the test on any error. */
 void fh_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int backward, fh_result *out);
 void fh_result_free(fh_result *r);

@@ -56,7 +56,7 @@ START_TEST(test_block_sparse_matches_dense_mask) {
     fh_case c = case_of(&cases[_i]);
     uint8_t *block_mask = random_block_mask(&c, 21 + (uint64_t)_i, &c.mask_bytes);
     c.block_mask = block_mask;
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     fh_inputs in;
     fh_inputs_make(&c, 31 + (uint64_t)_i, &in);
     fh_result r;
@@ -93,7 +93,7 @@ START_TEST(test_block_sparse_skips_off_tiles) {
     c.mask_bytes = sizeof block_mask;
     fh_inputs in;
     fh_inputs_make(&c, 4, &in);
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     fh_result zeros, poisoned;
     for (int pass = 0; pass < 2; ++pass) {
         const float fill = pass == 0 ? 0.0f : NAN;
@@ -114,7 +114,7 @@ START_TEST(test_block_sparse_skips_off_tiles) {
 END_TEST
 
 START_TEST(test_block_mask_bad_inputs_rejected) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     cl_context context = flashcl_context_cl_context(ctx);
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 1, 2, 40, 40, 16);
@@ -155,7 +155,7 @@ END_TEST
 static Suite *block_sparse_suite(void) {
     Suite *s = suite_create("block_sparse");
     TCase *tc = tcase_create("block_sparse");
-    tcase_set_timeout(tc, FH_CASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_block_sparse_matches_dense_mask, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_block_sparse_forced_plans);
     tcase_add_test(tc, test_block_sparse_skips_off_tiles);

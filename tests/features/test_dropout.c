@@ -42,7 +42,7 @@ static uint8_t *device_mask(flashcl_context *ctx, const flashcl_attention_desc *
 /* The device's mask is the CPU Philox mask bit for bit (so the same on every
  * device), keeps 1-p of the elements, and changes with the seed and offset. */
 START_TEST(test_mask_matches_cpu_and_rate) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 2, 2, 181, 257, 16);
     d.dropout_p = 0.3f;
@@ -90,7 +90,7 @@ static fh_case dropout_case(void) {
  * through the reference; and runs repeat bitwise. */
 START_TEST(test_written_mask_reproduces_outputs) {
     const fh_case c = dropout_case();
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     fh_inputs in;
     fh_inputs_make(&c, 13, &in);
     fh_result r, again;
@@ -131,7 +131,7 @@ START_TEST(test_forced_plans_same_mask) {
     fh_inputs in;
     fh_inputs_make(&c, 17, &in);
     for (int p = 0; p < 2; ++p) {
-        flashcl_context *ctx = fh_context();
+        flashcl_context *ctx = ts_context();
         ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &forward_plans[p]), FLASHCL_SUCCESS);
         ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, &backward_plans[p]), FLASHCL_SUCCESS);
         fh_result r;
@@ -145,7 +145,7 @@ START_TEST(test_forced_plans_same_mask) {
 END_TEST
 
 START_TEST(test_bad_dropout_rejected) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 1, 1, 8, 8, 16);
     cl_int err;
@@ -175,7 +175,7 @@ END_TEST
 static Suite *dropout_suite(void) {
     Suite *s = suite_create("dropout");
     TCase *tc = tcase_create("dropout");
-    tcase_set_timeout(tc, FH_CASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_test(tc, test_philox_known_answers);
     tcase_add_test(tc, test_mask_matches_cpu_and_rate);
     tcase_add_test(tc, test_written_mask_reproduces_outputs);

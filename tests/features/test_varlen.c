@@ -17,27 +17,17 @@ static const fh_varlen_case cases[] = {
     {"single long causal d59", 2, 3, 1, 59, 1, {200, 17}, {200, 130}, 0, -1, -1, 0.0f},
 };
 
-static float *random_floats(size_t n, unsigned *state) {
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    for (size_t i = 0; i < n; ++i) {
-        *state = *state * 1664525u + 1013904223u;
-        x[i] = (float)((*state >> 8) & 0xffff) / 32768.0f - 1.0f;
-    }
-    return x;
-}
-
-/* The harness's buffers and read-back, on a context. */
+/* The shared library's buffers and read-back, on a context. */
 static cl_mem device_copy(flashcl_context *ctx, const void *host, size_t bytes) {
-    return fh_buffer(flashcl_context_cl_context(ctx), bytes, host);
+    return ts_buffer(flashcl_context_cl_context(ctx), bytes, host);
 }
 
 static cl_mem nan_buffer(flashcl_context *ctx, size_t count) { /* poisoned: unwritten elements stay NaN */
-    return fh_buffer(flashcl_context_cl_context(ctx), count * sizeof(float), NULL);
+    return ts_buffer(flashcl_context_cl_context(ctx), count * sizeof(float), NULL);
 }
 
 static float *read_back(flashcl_context *ctx, cl_mem m, size_t count) {
-    return fh_read_floats(flashcl_context_queue(ctx), m, count);
+    return ts_read_floats(flashcl_context_queue(ctx), m, count);
 }
 
 START_TEST(test_varlen_matches_sequences_alone) {
@@ -46,11 +36,11 @@ START_TEST(test_varlen_matches_sequences_alone) {
     int cu_q[FH_MAX_SEQS + 1], cu_k[FH_MAX_SEQS + 1];
     const int total_q = fh_cu_offsets(v->len_q, n, cu_q), total_k = fh_cu_offsets(v->len_k, n, cu_k);
     const size_t nq = (size_t)total_q * H * D, nk = (size_t)total_k * Hk * D, nl = (size_t)total_q * H;
-    unsigned state = 77u + (unsigned)_i;
-    float *q = random_floats(nq, &state), *k = random_floats(nk, &state), *vv = random_floats(nk, &state);
-    float *dout = random_floats(nq, &state);
+    ts_rng rng = {77u + (uint64_t)_i};
+    float *q = ts_random_floats(&rng, nq, -1.0f, 1.0f), *k = ts_random_floats(&rng, nk, -1.0f, 1.0f);
+    float *vv = ts_random_floats(&rng, nk, -1.0f, 1.0f), *dout = ts_random_floats(&rng, nq, -1.0f, 1.0f);
 
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     if (_i % 2 == 0) { /* small tiles: many blocks past the shorter sequences' ends */
         const flashcl_plan forward_plan = {16, 16, 4, 4, 0, 0}, backward_plan = {16, 16, 4, 4, 0, 0};
         ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &forward_plan), FLASHCL_SUCCESS);
@@ -132,7 +122,7 @@ START_TEST(test_varlen_matches_sequences_alone) {
 END_TEST
 
 START_TEST(test_varlen_bad_inputs_rejected) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 2, 1, 8, 8, 16);
     cl_int err;
@@ -192,7 +182,7 @@ END_TEST
  * LSE, dQ, dK, dV) overlapping either offsets array is refused with
  * FLASHCL_ERROR_ALIASING before anything runs, and the offsets stay intact. */
 START_TEST(test_varlen_outputs_overlapping_cu_seqlens_rejected) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 2, 1, 8, 8, 16);
     const int cu[3] = {0, 5, 12};
@@ -259,7 +249,7 @@ END_TEST
 static Suite *varlen_suite(void) {
     Suite *s = suite_create("varlen");
     TCase *tc = tcase_create("varlen");
-    tcase_set_timeout(tc, FH_CASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_varlen_matches_sequences_alone, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_varlen_bad_inputs_rejected);
     tcase_add_test(tc, test_varlen_outputs_overlapping_cu_seqlens_rejected);

@@ -7,9 +7,6 @@
 #include "feature_harness.h"
 #include "test_support.h"
 
-/* Floats after each packed output that must keep their NaN poison. */
-#define CANARY 64
-
 typedef struct vb_case {
     fh_varlen_case base;
     int block_size, per_head;
@@ -74,15 +71,8 @@ typedef struct packed {
     int total_q, total_k;
     size_t nq, nk, nl;
     float *q, *k, *v, *dout;
-    float *o, *lse, *dq, *dk, *dv; /* results, each followed by CANARY floats */
+    float *o, *lse, *dq, *dk, *dv; /* results, each followed by TS_CANARY_ELEMS floats */
 } packed;
-
-static float *random_floats(ts_rng *rng, size_t n) {
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    ts_fill_uniform(rng, x, n, -1.0f, 1.0f);
-    return x;
-}
 
 static void packed_make(const vb_case *v, packed *p) {
     memset(p, 0, sizeof *p);
@@ -92,22 +82,15 @@ static void packed_make(const vb_case *v, packed *p) {
     p->nk = (size_t)p->total_k * v->base.heads_kv * v->base.head_dim;
     p->nl = (size_t)p->total_q * v->base.heads_q;
     ts_rng rng = {4242 + (uint64_t)v->base.head_dim};
-    p->q = random_floats(&rng, p->nq);
-    p->k = random_floats(&rng, p->nk);
-    p->v = random_floats(&rng, p->nk);
-    p->dout = random_floats(&rng, p->nq);
+    p->q = ts_random_floats(&rng, p->nq, -1.0f, 1.0f);
+    p->k = ts_random_floats(&rng, p->nk, -1.0f, 1.0f);
+    p->v = ts_random_floats(&rng, p->nk, -1.0f, 1.0f);
+    p->dout = ts_random_floats(&rng, p->nq, -1.0f, 1.0f);
 }
 
 static void packed_free(packed *p) {
     float *all[] = {p->q, p->k, p->v, p->dout, p->o, p->lse, p->dq, p->dk, p->dv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) free(all[i]);
-}
-
-/* Nothing written past an output's end: its canary floats are still the 0xff poison. */
-static void check_canary(const char *name, const char *what, const float *x, size_t n) {
-    unsigned char expected[CANARY * sizeof(float)];
-    memset(expected, 0xff, sizeof expected);
-    ck_assert_msg(memcmp(x + n, expected, sizeof expected) == 0, "%s: written past the end of %s", name, what);
 }
 
 /* Forward and backward on the packed batch with the full block mask; results into p. */
@@ -118,18 +101,18 @@ static void run_packed(flashcl_context *ctx, const vb_case *v, const flashcl_att
     const size_t H = (size_t)v->base.heads_q, Hk = (size_t)v->base.heads_kv, D = (size_t)v->base.head_dim, f = sizeof(float);
     enum { Q, K, V, DO, O, L, DQ, DK, DV, CQ, CK, MASK, N };
     cl_mem m[N];
-    m[Q] = fh_buffer(context, p->nq * f, p->q);
-    m[K] = fh_buffer(context, p->nk * f, p->k);
-    m[V] = fh_buffer(context, p->nk * f, p->v);
-    m[DO] = fh_buffer(context, p->nq * f, p->dout);
-    m[O] = fh_buffer(context, (p->nq + CANARY) * f, NULL);
-    m[L] = fh_buffer(context, (p->nl + CANARY) * f, NULL);
-    m[DQ] = fh_buffer(context, (p->nq + CANARY) * f, NULL);
-    m[DK] = fh_buffer(context, (p->nk + CANARY) * f, NULL);
-    m[DV] = fh_buffer(context, (p->nk + CANARY) * f, NULL);
-    m[CQ] = fh_buffer(context, sizeof(int) * (size_t)(v->base.batch + 1), p->cu_q);
-    m[CK] = fh_buffer(context, sizeof(int) * (size_t)(v->base.batch + 1), p->cu_k);
-    m[MASK] = fh_buffer(context, mask_bytes, mask);
+    m[Q] = ts_buffer(context, p->nq * f, p->q);
+    m[K] = ts_buffer(context, p->nk * f, p->k);
+    m[V] = ts_buffer(context, p->nk * f, p->v);
+    m[DO] = ts_buffer(context, p->nq * f, p->dout);
+    m[O] = ts_buffer(context, (p->nq + TS_CANARY_ELEMS) * f, NULL);
+    m[L] = ts_buffer(context, (p->nl + TS_CANARY_ELEMS) * f, NULL);
+    m[DQ] = ts_buffer(context, (p->nq + TS_CANARY_ELEMS) * f, NULL);
+    m[DK] = ts_buffer(context, (p->nk + TS_CANARY_ELEMS) * f, NULL);
+    m[DV] = ts_buffer(context, (p->nk + TS_CANARY_ELEMS) * f, NULL);
+    m[CQ] = ts_buffer(context, sizeof(int) * (size_t)(v->base.batch + 1), p->cu_q);
+    m[CK] = ts_buffer(context, sizeof(int) * (size_t)(v->base.batch + 1), p->cu_k);
+    m[MASK] = ts_buffer(context, mask_bytes, mask);
     const flashcl_tensor tq = {m[Q], 0, 0, D, H * D}, tdo = {m[DO], 0, 0, D, H * D}, to = {m[O], 0, 0, D, H * D},
                          tdq = {m[DQ], 0, 0, D, H * D};
     const flashcl_tensor tk = {m[K], 0, 0, D, Hk * D}, tv = {m[V], 0, 0, D, Hk * D}, tdk = {m[DK], 0, 0, D, Hk * D},
@@ -147,17 +130,17 @@ static void run_packed(flashcl_context *ctx, const vb_case *v, const flashcl_att
     ck_assert_msg(flashcl_backward_ex(ctx, d, &ex, &tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv, 0, NULL, NULL) ==
                       FLASHCL_SUCCESS,
                   "%s backward: %s", v->base.name, flashcl_last_error(ctx));
-    p->o = fh_read_floats(queue, m[O], p->nq + CANARY);
-    p->lse = fh_read_floats(queue, m[L], p->nl + CANARY);
-    p->dq = fh_read_floats(queue, m[DQ], p->nq + CANARY);
-    p->dk = fh_read_floats(queue, m[DK], p->nk + CANARY);
-    p->dv = fh_read_floats(queue, m[DV], p->nk + CANARY);
+    p->o = ts_read_floats(queue, m[O], p->nq + TS_CANARY_ELEMS);
+    p->lse = ts_read_floats(queue, m[L], p->nl + TS_CANARY_ELEMS);
+    p->dq = ts_read_floats(queue, m[DQ], p->nq + TS_CANARY_ELEMS);
+    p->dk = ts_read_floats(queue, m[DK], p->nk + TS_CANARY_ELEMS);
+    p->dv = ts_read_floats(queue, m[DV], p->nk + TS_CANARY_ELEMS);
     for (int i = 0; i < N; ++i) clReleaseMemObject(m[i]);
-    check_canary(v->base.name, "O", p->o, p->nq);
-    check_canary(v->base.name, "LSE", p->lse, p->nl);
-    check_canary(v->base.name, "dQ", p->dq, p->nq);
-    check_canary(v->base.name, "dK", p->dk, p->nk);
-    check_canary(v->base.name, "dV", p->dv, p->nk);
+    ts_assert_canary(v->base.name, "O", p->o, p->nq);
+    ts_assert_canary(v->base.name, "LSE", p->lse, p->nl);
+    ts_assert_canary(v->base.name, "dQ", p->dq, p->nq);
+    ts_assert_canary(v->base.name, "dK", p->dk, p->nk);
+    ts_assert_canary(v->base.name, "dV", p->dv, p->nk);
 }
 
 
@@ -247,7 +230,7 @@ START_TEST(test_varlen_block_mask_matches_sequences_alone) {
     uint8_t *mask = random_block_mask(v, max_q, max_k, &rows, &cols, &mask_bytes);
     packed p;
     packed_make(v, &p);
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     if (v->plan) {
         ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &forward_plans[v->plan]),
                          FLASHCL_SUCCESS);
@@ -272,7 +255,7 @@ END_TEST
  * buffer is refused; an output that overlaps the mask is caught with the
  * packed extents (which reach past the (batch, longest) ones). */
 START_TEST(test_varlen_block_mask_validation) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     cl_context context = flashcl_context_cl_context(ctx);
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 2, 1, 8, 8, 16);
@@ -280,11 +263,11 @@ START_TEST(test_varlen_block_mask_validation) {
     static const uint8_t on[4] = {1, 1, 1, 1};
     enum { IN, O, L, DQ, DK, DV, CQ, CK, MASK3, MASK4, N };
     cl_mem m[N];
-    for (int i = IN; i <= DV; ++i) m[i] = fh_buffer(context, 4096, NULL);
-    m[CQ] = fh_buffer(context, sizeof cu, cu);
-    m[CK] = fh_buffer(context, sizeof cu, cu);
-    m[MASK3] = fh_buffer(context, 3, on);
-    m[MASK4] = fh_buffer(context, 4, on);
+    for (int i = IN; i <= DV; ++i) m[i] = ts_buffer(context, 4096, NULL);
+    m[CQ] = ts_buffer(context, sizeof cu, cu);
+    m[CK] = ts_buffer(context, sizeof cu, cu);
+    m[MASK3] = ts_buffer(context, 3, on);
+    m[MASK4] = ts_buffer(context, 4, on);
     const flashcl_tensor t = {m[IN], 0, 0, 16, 16}, o = {m[O], 0, 0, 16, 16}, l = {m[L], 0, 0, 12, 1};
     const flashcl_tensor dq = {m[DQ], 0, 0, 16, 16}, dk = {m[DK], 0, 0, 16, 16}, dv = {m[DV], 0, 0, 16, 16};
     flashcl_attention_extras ex;
@@ -328,7 +311,7 @@ END_TEST
 static Suite *varlen_block_mask_suite(void) {
     Suite *s = suite_create("varlen_block_mask");
     TCase *tc = tcase_create("varlen_block_mask");
-    tcase_set_timeout(tc, FH_CASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_varlen_block_mask_matches_sequences_alone, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_varlen_block_mask_validation);
     suite_add_tcase(s, tc);

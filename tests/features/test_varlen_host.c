@@ -21,7 +21,7 @@ static const fh_varlen_case cases[] = {
 enum { Q, K, V, DO, O, L, DQ, DK, DV, CQ, CK, NBUF };
 enum { FIRST_OUTPUT = O, LAST_OUTPUT = DV };
 
-/* One packed problem on the device: inputs random, outputs poisoned (0xff). */
+/* One packed problem on the device: inputs random, outputs poisoned (TS_POISON_F32). */
 typedef struct problem {
     flashcl_context *ctx;
     flashcl_attention_desc desc;
@@ -34,7 +34,7 @@ typedef struct problem {
 
 static void problem_make(const fh_varlen_case *c, problem *p) {
     memset(p, 0, sizeof *p);
-    p->ctx = fh_context();
+    p->ctx = ts_context();
     p->n = c->batch;
     const size_t H = (size_t)c->heads_q, Hk = (size_t)c->heads_kv, D = (size_t)c->head_dim;
     p->total_q = fh_cu_offsets(c->len_q, p->n, p->cu_q);
@@ -46,23 +46,18 @@ static void problem_make(const fh_varlen_case *c, problem *p) {
     memcpy(p->count, counts, sizeof counts);
     p->count[CQ] = p->count[CK] = (size_t)p->n + 1;
     cl_context context = flashcl_context_cl_context(p->ctx);
-    unsigned state = 4242u;
+    ts_rng rng = {4242u};
     for (int i = 0; i < NBUF; ++i) {
         if (i == CQ || i == CK) continue;
         float *host = NULL;
         if (i < FIRST_OUTPUT) {
-            host = malloc(p->count[i] * sizeof *host);
-            ck_assert_ptr_nonnull(host);
-            for (size_t j = 0; j < p->count[i]; ++j) {
-                state = state * 1664525u + 1013904223u;
-                host[j] = (float)((state >> 8) & 0xffff) / 32768.0f - 1.0f;
-            }
+            host = ts_random_floats(&rng, p->count[i], -1.0f, 1.0f);
         }
-        p->m[i] = fh_buffer(context, p->count[i] * sizeof(float), host);
+        p->m[i] = ts_buffer(context, p->count[i] * sizeof(float), host);
         free(host);
     }
-    p->m[CQ] = fh_buffer(context, p->count[CQ] * sizeof(int32_t), p->cu_q);
-    p->m[CK] = fh_buffer(context, p->count[CK] * sizeof(int32_t), p->cu_k);
+    p->m[CQ] = ts_buffer(context, p->count[CQ] * sizeof(int32_t), p->cu_q);
+    p->m[CK] = ts_buffer(context, p->count[CK] * sizeof(int32_t), p->cu_k);
     /* Packed (total, heads, dim); LSE (heads_q, total_q). */
     for (int i = 0; i <= DV; ++i) {
         const int kv = i == K || i == V || i == DK || i == DV;
@@ -102,18 +97,18 @@ static flashcl_status backward(problem *p, const flashcl_attention_extras *ex, c
 /* The outputs O, LSE, dQ, dK, dV read back (blocking), one malloc'ed array each. */
 static void read_outputs(problem *p, float *out[NBUF]) {
     for (int i = FIRST_OUTPUT; i <= LAST_OUTPUT; ++i)
-        out[i] = fh_read_floats(flashcl_context_queue(p->ctx), p->m[i], p->count[i]);
+        out[i] = ts_read_floats(flashcl_context_queue(p->ctx), p->m[i], p->count[i]);
 }
 
 static void free_outputs(float *out[NBUF]) {
     for (int i = FIRST_OUTPUT; i <= LAST_OUTPUT; ++i) free(out[i]);
 }
 
-/* Refills every output with the 0xff poison, so a later run must write them. */
+/* Refills every output with the shared poison, so a later run must write them. */
 static void poison_outputs(problem *p) {
-    const cl_uchar poison = 0xff;
+    const cl_uint poison = TS_POISON_F32;
     for (int i = FIRST_OUTPUT; i <= LAST_OUTPUT; ++i)
-        ck_assert_int_eq(clEnqueueFillBuffer(flashcl_context_queue(p->ctx), p->m[i], &poison, 1, 0,
+        ck_assert_int_eq(clEnqueueFillBuffer(flashcl_context_queue(p->ctx), p->m[i], &poison, sizeof poison, 0,
                                              p->count[i] * sizeof(float), 0, NULL, NULL),
                          CL_SUCCESS);
     ck_assert_int_eq(clFinish(flashcl_context_queue(p->ctx)), CL_SUCCESS);
@@ -307,23 +302,23 @@ END_TEST
  * (same status, same message), and the buffers' own checks still apply;
  * nothing is written (the poisoned outputs stay poisoned). */
 START_TEST(test_bad_host_copies_rejected) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 2, 1, 8, 8, 16);
     float zeros[12 * 16] = {0};
-    cl_mem in = fh_buffer(context, sizeof zeros, zeros);
+    cl_mem in = ts_buffer(context, sizeof zeros, zeros);
     enum { OUT_O, OUT_L, OUT_DQ, OUT_DK, OUT_DV, OUTS };
     const size_t out_floats[OUTS] = {12 * 16, 12, 12 * 16, 12 * 16, 12 * 16};
     cl_mem out[OUTS];
-    for (int i = 0; i < OUTS; ++i) out[i] = fh_buffer(context, out_floats[i] * sizeof(float), NULL);
+    for (int i = 0; i < OUTS; ++i) out[i] = ts_buffer(context, out_floats[i] * sizeof(float), NULL);
     const flashcl_tensor t = {in, 0, 0, 16, 16}, o = {out[OUT_O], 0, 0, 16, 16}, lse = {out[OUT_L], 0, 0, 12, 1};
     const flashcl_tensor dq = {out[OUT_DQ], 0, 0, 16, 16}, dk = {out[OUT_DK], 0, 0, 16, 16},
                          dv = {out[OUT_DV], 0, 0, 16, 16};
     const int32_t good[3] = {0, 5, 12}, not_zero[3] = {1, 5, 12}, decreasing[3] = {0, 6, 4}, too_long[3] = {0, 9, 12},
                   empty[3] = {0, 0, 0}, too_many_rows[3] = {0, 8, 16};
-    cl_mem cu_good = fh_buffer(context, sizeof good, good), cu_small = fh_buffer(context, 2 * sizeof(int32_t), good);
+    cl_mem cu_good = ts_buffer(context, sizeof good, good), cu_small = ts_buffer(context, 2 * sizeof(int32_t), good);
     flashcl_attention_extras ex;
 
     /* Contents: the host path's message is the read-back path's for the same array. */
@@ -339,7 +334,7 @@ START_TEST(test_bad_host_copies_rejected) {
     };
     for (size_t i = 0; i < sizeof contents / sizeof contents[0]; ++i) {
         char read_back_message[512];
-        cl_mem bad = fh_buffer(context, 3 * sizeof(int32_t), contents[i].values);
+        cl_mem bad = ts_buffer(context, 3 * sizeof(int32_t), contents[i].values);
         flashcl_attention_extras_init(&ex);
         ex.cu_seqlens_q = contents[i].on_k ? cu_good : bad;
         ex.cu_seqlens_k = contents[i].on_k ? bad : cu_good;
@@ -421,10 +416,9 @@ START_TEST(test_bad_host_copies_rejected) {
     /* Nothing was written by any refused call. */
     ck_assert_int_eq(clFinish(queue), CL_SUCCESS);
     for (int i = 0; i < OUTS; ++i) {
-        float *back = fh_read_floats(queue, out[i], out_floats[i]);
-        const unsigned char *bytes = (const unsigned char *)back;
-        for (size_t j = 0; j < out_floats[i] * sizeof(float); ++j)
-            ck_assert_msg(bytes[j] == 0xff, "output %d byte %zu was written by a refused call", i, j);
+        float *back = ts_read_floats(queue, out[i], out_floats[i]);
+        for (size_t j = 0; j < out_floats[i]; ++j)
+            ck_assert_msg(ts_is_poison(back[j]), "output %d element %zu was written by a refused call", i, j);
         free(back);
     }
     clReleaseMemObject(foreign);
@@ -438,7 +432,7 @@ END_TEST
 static Suite *varlen_host_suite(void) {
     Suite *s = suite_create("varlen_host");
     TCase *tc = tcase_create("varlen_host");
-    tcase_set_timeout(tc, FH_CASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     const int n_cases = (int)(sizeof cases / sizeof cases[0]);
     tcase_add_loop_test(tc, test_host_copies_same_results, 0, n_cases);
     tcase_add_loop_test(tc, test_host_copies_do_not_block, 0, n_cases);

@@ -36,7 +36,7 @@ static fh_case case_of(const window_case *w) {
 
 START_TEST(test_window_matches_dense_mask) {
     const fh_case c = case_of(&cases[_i]);
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     fh_inputs in;
     fh_inputs_make(&c, 11 + (uint64_t)_i, &in);
     fh_result r;
@@ -67,7 +67,7 @@ START_TEST(test_window_skips_tiles_outside_band) {
     const fh_case c = case_of(&w);
     fh_inputs in;
     fh_inputs_make(&c, 9, &in);
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     const int hidden = 256; /* keys 0..255: below every band and every tile boundary (tiles <= 128) */
     for (size_t x = 0; x < (size_t)hidden * 32; ++x) in.k[x] = in.v[x] = 0.0f;
     fh_result zeros, poisoned;
@@ -95,7 +95,7 @@ START_TEST(test_zero_filled_desc_has_no_window) {
     c.name = "zero-filled desc";
     c.desc.batch = 1, c.desc.heads_q = 2, c.desc.heads_kv = 2;
     c.desc.seqlen_q = 45, c.desc.seqlen_k = 70, c.desc.head_dim = 32;
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     fh_inputs in;
     fh_inputs_make(&c, 99, &in);
     fh_result r;
@@ -125,7 +125,7 @@ START_TEST(test_window_wide_sides_are_unbounded) {
     if (unbounded.left > 1000) unbounded.left = -1;
     if (unbounded.right > 1000) unbounded.right = -1;
     const fh_case u = case_of(&unbounded);
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     fh_inputs in;
     fh_inputs_make(&c, 31 + (uint64_t)_i, &in);
     fh_result r, ru;
@@ -151,7 +151,7 @@ END_TEST
  * (UNSUPPORTED) before the tensors are looked at; without a window the same
  * lengths pass the desc check. */
 START_TEST(test_window_length_bound) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     cl_int err;
     cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_WRITE, 4096, NULL, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
@@ -173,7 +173,7 @@ START_TEST(test_window_length_bound) {
 END_TEST
 
 START_TEST(test_window_bad_values_rejected) {
-    flashcl_context *ctx = fh_context();
+    flashcl_context *ctx = ts_context();
     flashcl_attention_desc d;
     flashcl_attention_desc_init(&d, 1, 1, 8, 8, 16);
     d.sliding_window = 1;
@@ -201,7 +201,7 @@ END_TEST
 static Suite *window_suite(void) {
     Suite *s = suite_create("window");
     TCase *tc = tcase_create("window");
-    tcase_set_timeout(tc, FH_CASE_TIMEOUT);
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_window_matches_dense_mask, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_window_forced_plans);
     tcase_add_test(tc, test_window_skips_tiles_outside_band);
