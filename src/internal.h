@@ -25,7 +25,6 @@ struct flashcl_context {
     flashcl_f32_precision f32_precision; /* whether fp32 forwards may use 3xTF32 */
     size_t memory_budget;       /* cap on extra device bytes per call, 0 = none */
     int kv_splits;              /* split-KV forward: 0 automatic, 1 never, n forced */
-    int used_clblast;           /* CLBlast holds a reference to this context in its cache */
     flashcl_call_stats last_stats;
     int last_stats_valid;
     char error[FLASHCL_ERROR_CAPACITY];
