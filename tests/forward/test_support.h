@@ -105,7 +105,7 @@ typedef struct ts_error {
     size_t masked_wrong; /* ref is -inf (LSE of a fully masked row) but got is not */
 } ts_error;
 
-/* The rule of TESTING.md, taken over the whole tensor (max-abs error vs
+/* The rule of docs/testing.md, taken over the whole tensor (max-abs error vs
  * max-abs error of the low-precision reference; see test_support.c).
  * Returns 1 if within k * low-precision error + floor. */
 int ts_compare(const float *got, const double *ref, const double *low, size_t n, double k, ts_error *e);
