@@ -449,7 +449,7 @@ FLASHCL_API flashcl_status flashcl_context_set_memory_budget(flashcl_context *ct
  * stored; P and dS are rounded to the storage type before the products
  * they feed (as FlashAttention-2 does), so the results differ slightly from
  * the portable kernels' (which keep them in float) while staying inside
- * the tolerance rules of TESTING.md. They serve dense calls (causal or not,
+ * the tolerance rules of docs/testing.md. They serve dense calls (causal or not,
  * GQA, any strides) with head_dim a multiple of 16 up to 128, offsets and
  * strides that are multiples of 8 elements, and no forced plan for the
  * pass; any other call runs the portable kernels. The backward keeps its
@@ -489,7 +489,7 @@ FLASHCL_API int flashcl_context_has_tensor_cores(const flashcl_context *ctx);
  * float's 24 significant bits, and each group of three products is added to
  * the float accumulators with an ordinary float add (the matrix unit's own
  * accumulation truncates). On flashcl's tests this meets the same tolerance
- * rules as the portable kernels (TESTING.md: k = 2 for O, worst case 0.65 of
+ * rules as the portable kernels (docs/testing.md: k = 2 for O, worst case 0.65 of
  * the bound on an H100; k = 3-5 for the gradients), but it is not float
  * arithmetic throughout (causal gradients differ from float attention's by
  * up to ~3e-5 at N = 16384, the portable kernels' by ~1e-6), and on an H100

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "standard.h"
 
 void flashcl_context_options_init(flashcl_context_options *options) {
     if (options) memset(options, 0, sizeof *options);
@@ -129,9 +128,11 @@ fail:
 void flashcl_context_free(flashcl_context *ctx) {
     if (!ctx) return;
     flashcl_program_cache_free(ctx);
-    /* CLBlast's process-wide program cache retains every cl_context it has
-     * compiled for; only a full clear lets ours go (others recompile later). */
-    if (ctx->used_clblast) flashcl_standard_clear_clblast_cache();
+    /* CLBlast is left alone: its program cache is process-wide and its only
+     * release call (CLBlastClearCache) empties it for every user in the
+     * process. A cl_context that ran the standard baseline therefore stays
+     * referenced by that cache until exit or until the application, which owns
+     * the process, calls CLBlastClearCache itself (README, "CLBlast"). */
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);
     if (ctx->context) clReleaseContext(ctx->context);
     free(ctx->kernel_dir);

@@ -87,13 +87,4 @@ flashcl_status flashcl_standard_step(flashcl_context *ctx);
 /* The caller's event: a marker that completes when every command before it has. */
 flashcl_status flashcl_standard_finish(flashcl_context *ctx, cl_event *event);
 
-/* ---- CLBlast's process-wide cache (standard_rows.c) -------------------- */
-
-/* CLBlast keeps each context's compiled GEMM programs in a process-wide
- * cache that holds a reference on the cl_context, so a freed flashcl
- * context would stay alive until exit. Clearing it (for every context:
- * later calls recompile, or hit the driver's own cache) releases it;
- * meant for flashcl_context_free. */
-void flashcl_standard_clear_clblast_cache(void);
-
 #endif

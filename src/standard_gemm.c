@@ -200,7 +200,6 @@ flashcl_status flashcl_standard_gemm(flashcl_context *ctx, const flashcl_attenti
                                     gemm->name, operand_names[x]);
         }
         if (!dry_run) {
-            ctx->used_clblast = 1; /* from here CLBlast's cache may hold the context */
             flashcl_status status = enqueue_run(ctx, gemm, first, stride, run);
             if (status != FLASHCL_SUCCESS) return status;
         }

@@ -1,7 +1,5 @@
-/* standard_rows.c: the row kernels of standard attention (cl/standard_softmax.cl), the queue ordering around CLBlast, and its cache. */
+/* standard_rows.c: the row kernels of standard attention (cl/standard_softmax.cl) and the queue ordering around CLBlast. */
 #include <stdio.h>
-
-#include <clblast_c.h>
 
 #include "standard.h"
 
@@ -49,5 +47,3 @@ flashcl_status flashcl_standard_finish(flashcl_context *ctx, cl_event *event) {
     cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
     return err == CL_SUCCESS ? FLASHCL_SUCCESS : flashcl_fail_cl(ctx, err, "clEnqueueMarkerWithWaitList (event)");
 }
-
-void flashcl_standard_clear_clblast_cache(void) { (void)CLBlastClearCache(); }

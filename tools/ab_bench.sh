@@ -2,7 +2,7 @@
 # A/B timing of two builds in one run, alternating base/new twice per configuration (forward and
 # forward+backward, N = 2048 and 8192 unless given, median of 10 after warm-up, fresh random inputs per bench run).
 # Usage: tools/ab_bench.sh BASE_BUILD_DIR NEW_BUILD_DIR OUT_DIR [SEQLENS]   (SEQLENS default 2048,8192)
-# e.g. on the GPU machine: tools/ab_bench.sh .gpu/base .gpu/build "$OUT"  (docs/perf.md: how to build them)
+# e.g. on the GPU machine: tools/ab_bench.sh build-base build "$OUT"  (docs/perf.md: how to build them)
 set -u
 base=$1 new=$2 out=$3 seqlens=${4:-2048,8192}
 mkdir -p "$out"

@@ -39,6 +39,8 @@ int main(int argc, char **argv) {
     const char *name = argv[1];
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
         printf("flashcl %s\n", flashcl_version_string());
+        /* What this build can run (the header of the library it was built with). */
+        printf("standard attention: %s\n", FLASHCL_HAS_STANDARD ? "yes (CLBlast)" : "unavailable (built without CLBlast)");
         return FLASHCL_EXIT_OK;
     }
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {

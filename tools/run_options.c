@@ -145,6 +145,9 @@ static int parse_value_option(const char *name, const char *value, run_options *
     } else if (strcmp(name, "--impl") == 0) {
         if (strcmp(value, "flash") == 0)
             o->impl = FLASHCL_IMPL_FLASH;
+        else if (strcmp(value, "standard") == 0 && !FLASHCL_HAS_STANDARD)
+            return usage_error("--impl %s: standard attention is unavailable in this build (flashcl was built "
+                               "with FLASHCL_WITH_CLBLAST=OFF)", value);
         else if (strcmp(value, "standard") == 0)
             o->impl = FLASHCL_IMPL_STANDARD;
         else

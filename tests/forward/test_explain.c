@@ -90,6 +90,7 @@ START_TEST(emulated_reports_what_ran) {
 }
 END_TEST
 
+#if FLASHCL_HAS_STANDARD /* runs the standard implementation; without CLBlast test_forward_errors checks its refusal */
 START_TEST(standard_reports_what_ran) {
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_impl(ctx, FLASHCL_IMPL_STANDARD), FLASHCL_SUCCESS);
@@ -103,6 +104,7 @@ START_TEST(standard_reports_what_ran) {
     ck_assert_int_eq(flashcl_context_set_impl(ctx, FLASHCL_IMPL_FLASH), FLASHCL_SUCCESS);
 }
 END_TEST
+#endif
 
 /* explain with extras: a window runs the portable kernel even where the tensor-core one would take the dense
  * call, and the window's define is in the options; refusals as the call's. */
@@ -141,7 +143,9 @@ static Suite *explain_suite(void) {
     tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_test(tc, portable_reports_what_ran);
     tcase_add_test(tc, emulated_reports_what_ran);
+#if FLASHCL_HAS_STANDARD
     tcase_add_test(tc, standard_reports_what_ran);
+#endif
     tcase_add_test(tc, explain_with_features_and_refusals);
     suite_add_tcase(s, tc);
     return s;

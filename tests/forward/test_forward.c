@@ -6,7 +6,7 @@
 
 #include "test_support.h"
 
-/* Odd pairs of TESTING.md, every head dim it lists (and 1), causal and not,
+/* The odd pairs of docs/testing.md, its head dims (and 1), causal and not,
  * seqlen_q > seqlen_k under causal (fully masked top rows), GQA and MQA. */
 static const ts_case sweep[] = {
     {2, 2, 2, 1, 1, 64, 0, 0, 1},      {1, 2, 1, 1, 1, 1, 1, 0, 1},       {2, 4, 2, 1, 239, 16, 1, 0, 1},

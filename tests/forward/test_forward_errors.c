@@ -852,6 +852,45 @@ START_TEST(test_forward_host_out_of_order_queue) {
 }
 END_TEST
 
+#if !FLASHCL_HAS_STANDARD
+/* A build without CLBlast: the standard implementation can still be chosen (a
+ * setting, and explain/IO-model queries are arithmetic), but running it is a
+ * clean FLASHCL_ERROR_UNSUPPORTED that names the build option, forward and
+ * backward, with nothing written. Builds with CLBlast test the real thing in
+ * tests/standard instead. */
+START_TEST(test_standard_unavailable) {
+    flashcl_context *ctx = ts_context();
+    call c;
+    call_init(&c, ctx);
+    ck_assert_int_eq(flashcl_context_set_impl(ctx, FLASHCL_IMPL_STANDARD), FLASHCL_SUCCESS);
+    spoiled s = spoil_nothing(&c);
+    expect_rejected(&c, run_spoiled(&c, &s), FLASHCL_ERROR_UNSUPPORTED, "standard forward without CLBlast");
+    ck_assert_msg(strstr(flashcl_last_error(ctx), "FLASHCL_WITH_CLBLAST=OFF") != NULL, "%s", flashcl_last_error(ctx));
+    /* The backward: every tensor valid and apart (dO holds Q's values), so only the build refuses. */
+    const ts_placement bhsd = {FLASHCL_LAYOUT_BHSD, 0, 0};
+    cl_context context = flashcl_context_cl_context(ctx);
+    ts_tensor dout, dq, dk, dv;
+    ts_tensor_create(&dout, context, &bhsd, 1, 2, 20, 16, FLASHCL_DTYPE_F32, c.problem.q);
+    ts_tensor_create(&dq, context, &bhsd, 1, 2, 20, 16, FLASHCL_DTYPE_F32, NULL);
+    ts_tensor_create(&dk, context, &bhsd, 1, 2, 24, 16, FLASHCL_DTYPE_F32, NULL);
+    ts_tensor_create(&dv, context, &bhsd, 1, 2, 24, 16, FLASHCL_DTYPE_F32, NULL);
+    const flashcl_status status = flashcl_backward(ctx, &c.desc, &c.q.view, &c.k.view, &c.v.view, &c.o.view,
+                                                   &c.lse.view, &dout.view, &dq.view, &dk.view, &dv.view, 0, NULL,
+                                                   NULL);
+    ck_assert_msg(status == FLASHCL_ERROR_UNSUPPORTED, "backward: %s", flashcl_last_error(ctx));
+    ck_assert_msg(strstr(flashcl_last_error(ctx), "FLASHCL_WITH_CLBLAST=OFF") != NULL, "%s", flashcl_last_error(ctx));
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    ck_assert_int_eq(clFinish(queue), CL_SUCCESS);
+    ts_assert_untouched(queue, &dq, "dQ after the refusal");
+    ts_assert_untouched(queue, &dk, "dK after the refusal");
+    ts_assert_untouched(queue, &dv, "dV after the refusal");
+    ts_tensor_free(&dout), ts_tensor_free(&dq), ts_tensor_free(&dk), ts_tensor_free(&dv);
+    call_free(&c);
+    flashcl_context_free(ctx);
+}
+END_TEST
+#endif
+
 static Suite *errors_suite(void) {
     Suite *s = suite_create("forward_errors");
     TCase *tc = tcase_create("bad_inputs");
@@ -880,6 +919,9 @@ static Suite *errors_suite(void) {
     tcase_add_test(api, test_broken_kernel_source);
     tcase_add_test(api, test_context_from_callers_queue);
     tcase_add_test(api, test_forward_host_out_of_order_queue);
+#if !FLASHCL_HAS_STANDARD
+    tcase_add_test(api, test_standard_unavailable);
+#endif
     suite_add_tcase(s, api);
     return s;
 }

@@ -10,7 +10,7 @@
 
 #include "test_support.h"
 
-/* Every head dim the kernel takes, TESTING.md's odd pairs, lengths around
+/* Every head dim the kernel takes, docs/testing.md's odd pairs, lengths around
  * its 16-row warp tiles and 64-row groups, causal with seqlen_q > seqlen_k
  * (fully masked top rows), GQA and MQA. */
 static const ts_case sweep[] = {

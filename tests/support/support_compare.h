@@ -17,7 +17,7 @@ typedef struct ts_error {
     size_t ref_nonfinite; /* elements where the reference itself is not finite */
 } ts_error;
 
-/* The rule of TESTING.md, taken over the whole tensor (max-abs error vs
+/* The rule of docs/testing.md, taken over the whole tensor (max-abs error vs
  * max-abs error of the low-precision reference; see support_compare.c).
  * Returns 1 if within k * low-precision error + floor. */
 int ts_compare(const float *got, const double *ref, const double *low, size_t n, double k, ts_error *e);

@@ -23,7 +23,8 @@ void bench_print_usage(FILE *out) {
             "  --causal              causal mask (FLOPs halved)\n"
             "  --dtype f32|f16|bf16  storage type of Q, K, V, O (default f32); standard is\n"
             "                        float32 only: its f16/bf16 rows are marked unsupported\n"
-            "  --impl LIST           flash, standard or both (default flash,standard)\n"
+            "  --impl LIST           flash, standard or both (default flash,standard; flash in a build\n"
+            "                        without CLBlast, where standard is unavailable)\n"
             "  --repeat R            timed runs per measurement; the median is reported (default 10)\n"
             "  --warmup W            untimed runs first: kernel builds, first launches (default 2)\n"
             "  --backward            also time forward+backward (FLOPs = 3.5 x forward)\n"
@@ -216,10 +217,14 @@ static void set_defaults(bench_options *o) {
     memcpy(o->seqlens, PROTOCOL_SEQLENS, sizeof PROTOCOL_SEQLENS);
     o->head_dim = 64;
     o->dtype = FLASHCL_DTYPE_F32;
-    o->run_impl[FLASHCL_IMPL_FLASH] = o->run_impl[FLASHCL_IMPL_STANDARD] = 1;
+    o->run_impl[FLASHCL_IMPL_FLASH] = 1;
     o->impl_order[0] = FLASHCL_IMPL_FLASH;
-    o->impl_order[1] = FLASHCL_IMPL_STANDARD;
-    o->impl_count = 2;
+    o->impl_count = 1;
+    /* The baseline only where the library has it (flashcl_version.h). */
+    if (FLASHCL_HAS_STANDARD) {
+        o->run_impl[FLASHCL_IMPL_STANDARD] = 1;
+        o->impl_order[o->impl_count++] = FLASHCL_IMPL_STANDARD;
+    }
     o->repeat = 10;
     o->warmup = 2;
     o->check = 1;
@@ -331,6 +336,15 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
             fprintf(err, "flashcl bench: bad value '%s' for %s\n", value, name);
             return BENCH_PARSE_ERROR;
         }
+    }
+    if (!FLASHCL_HAS_STANDARD) {
+        if (o->run_impl[FLASHCL_IMPL_STANDARD]) {
+            fprintf(err, "flashcl bench: --impl standard: standard attention is unavailable in this build "
+                         "(flashcl was built with FLASHCL_WITH_CLBLAST=OFF)\n");
+            return BENCH_PARSE_ERROR;
+        }
+        fprintf(err, "flashcl bench: note: standard attention is unavailable in this build "
+                     "(FLASHCL_WITH_CLBLAST=OFF): timing flash only\n");
     }
     if ((o->dropout > 0.0 || o->block_density < 1.0) && o->run_impl[FLASHCL_IMPL_STANDARD]) {
         fprintf(err, "flashcl bench: --dropout and --block-density need --impl flash (the standard "

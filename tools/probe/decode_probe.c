@@ -1,8 +1,8 @@
 /* decode_probe.c: times decode-shaped forward calls (Sq query rows against a KV cache of N rows) and the device's
  * copy bandwidth in the same run, for the split-KV record of docs/perf.md. A development probe, not part of the
  * build (the decode bench of issue 19 will replace it):
- *   gcc -O2 -std=c11 -DCL_TARGET_OPENCL_VERSION=120 -Iinclude -I.gpu/build/include tools/probe/decode_probe.c \
- *       -o .gpu/build/tools/decode_probe -L.gpu/build/src -lflashcl -lOpenCL -lm -Wl,-rpath,'$ORIGIN/../src'
+ *   gcc -O2 -std=c11 -DCL_TARGET_OPENCL_VERSION=120 -Iinclude -Ibuild/include tools/probe/decode_probe.c \
+ *       -o build/tools/decode_probe -Lbuild/src -lflashcl -lOpenCL -lm -Wl,-rpath,'$ORIGIN/../src'
  *   decode_probe [N ...]     (default 4096 32768 131072; f16, d 128, Hq 32, Hkv 8, B 1, Sq 1)
  *   DECODE_SHAPE=B,Hq,Hkv,Sq  the shape (default 1,32,8,1)
  *   DECODE_SPLITS=16,64,...  also time the decode kernel with these forced split counts

@@ -2,9 +2,9 @@
  * and a kernel file), with the given options on the first device of the first platform and prints the build log;
  * with NVIDIA's -cl-nv-verbose that log holds ptxas's registers, spills and shared memory per kernel. With
  * PTX_OUT=path in the environment the program binary (PTX on NVIDIA) is saved there. A development probe, not part
- * of the build: on the GPU machine (after ../shared/gpu/prep.sh; compile it here, run it there)
- *   gcc -O1 -o .gpu/ptx_buildlog tools/probe/ptx_buildlog.c -lOpenCL
- *   source .gpu/env.sh && .gpu/ptx_buildlog \
+ * of the build: on the GPU machine (docs/nvidia.md; eval "$(bash tools/nvidia_icd.sh)" where no ICD file exists)
+ *   gcc -O1 -o build/ptx_buildlog tools/probe/ptx_buildlog.c -lOpenCL
+ *   build/ptx_buildlog \
  *     "-cl-nv-verbose -DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_Q=64 -DBLOCK_K=64 -DFLASHCL_MMA_PTX=1" \
  *     cl/common.cl cl/mma.cl cl/forward_mma.cl */
 #define CL_TARGET_OPENCL_VERSION 120
