@@ -25,9 +25,9 @@ typedef struct real_device {
 } real_device;
 
 static const real_device devices[] = {
-    /* AMD Instinct MI250 (gfx90a), ROCm OpenCL clinfo: local 65536, max work-group 256 (ROCm's OpenCL default),
-     * 110 CUs per GCD: github.com/openmm/openmm/issues/3940; wave64 (rocminfo, ROCm/rocm_smi_lib#160). */
-    {"gfx90a:sramecc+:xnack-", FLASHCL_VENDOR_AMD, 0, 65536, 256, 110, 64, 0, 0, "64x16 8x16", "16x64 4x32"},
+    /* AMD Instinct MI250 (gfx90a), one GCD. ROCm OpenCL clinfo: max work-group 256 (ROCm's OpenCL default; rocminfo
+     * says 1024) in openmm/openmm#3940; 104 CUs, wave64 in rocminfo (ROCm/rocm_smi_lib#160); 64 KiB LDS. */
+    {"gfx90a:sramecc+:xnack-", FLASHCL_VENDOR_AMD, 0, 65536, 256, 104, 64, 0, 0, "64x16 8x16", "16x64 4x32"},
     /* AMD Instinct MI300X (gfx942): 304 CUs, 64 KiB LDS, work-groups of 1024, wave64 (AMD's MI300X data sheet and
      * CDNA3 ISA guide; no public clinfo found: the row takes rocminfo's work-group limit, the larger one). */
     {"gfx942:sramecc+:xnack-", FLASHCL_VENDOR_AMD, 0, 65536, 1024, 304, 64, 0, 0, "64x16 8x16", "16x64 4x32"},
