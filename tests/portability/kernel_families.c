@@ -55,6 +55,8 @@ static const family families[] = {
     /* name                   program                vary                        pass                  shape    tensor cores                  splits kernel */
     {"forward",               "forward.cl",          VARY_ALL,                   FLASHCL_PASS_FORWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,     1, FLASHCL_KERNEL_MAIN, NULL},
     {"forward_split_kv",      "forward.cl",          VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE,  FLASHCL_TENSOR_CORES_OFF,     4, FLASHCL_KERNEL_MAIN, NULL},
+    {"decode",                "decode.cl",           VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE,  FLASHCL_TENSOR_CORES_OFF,     1, FLASHCL_KERNEL_MAIN, NULL},
+    {"decode_split_kv",       "decode.cl",           VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE,  FLASHCL_TENSOR_CORES_OFF,     4, FLASHCL_KERNEL_MAIN, NULL},
     {"split_combine",         "split_combine.cl",    VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE,  FLASHCL_TENSOR_CORES_OFF,     4, FLASHCL_KERNEL_COMBINE, NULL},
     {"backward",              "backward.cl",         VARY_ALL,                   FLASHCL_PASS_BACKWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,    0, FLASHCL_KERNEL_DKDV, NULL},
     {"backward_delta",        "backward_delta.cl",   VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_BACKWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,    0, FLASHCL_KERNEL_DELTA, NULL},
@@ -155,6 +157,8 @@ static int plan_build(const flashcl_device_caps *caps, const family *fam, flashc
     s.tensor_cores = fam->tensor_cores;
     s.f32_precision = FLASHCL_F32_3XTF32; /* float on the matrix-unit kernels where the row asks for them */
     s.kv_splits = fam->kv_splits;
+    /* Few-row calls go to the decode kernel unless the row is about another family. */
+    s.decode_off = strcmp(fam->program, "decode.cl") != 0;
     const flashcl_problem problem = {fam->pass, &desc, &f, 8, 8};
     flashcl_exec_plan plan;
     char reason[512] = "";

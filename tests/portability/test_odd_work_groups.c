@@ -71,8 +71,8 @@ END_TEST
 /* Forward and backward both forced (the forward's LSE feeds the backward). */
 START_TEST(backward_matches_reference) {
     static const bwd_case cases[] = {
-        {"odd work-groups d64 causal", 1, 2, 1, 70, 90, 64, 1, FLASHCL_LAYOUT_BHSD, 0, 1.0f},
-        {"odd work-groups d48", 1, 1, 1, 45, 60, 48, 0, FLASHCL_LAYOUT_BSHD, 3, 1.0f},
+        {"odd work-groups d64 causal", {1, 2, 1, 70, 90, 64, 1, 0.0f, 1.0f}, FLASHCL_LAYOUT_BHSD, 0},
+        {"odd work-groups d48", {1, 1, 1, 45, 60, 48, 0, 0.0f, 1.0f}, FLASHCL_LAYOUT_BSHD, 3},
     };
     const flashcl_plan *plan = &backward_plans[_i];
     const bwd_case *c = &cases[_i % 2];
@@ -80,7 +80,7 @@ START_TEST(backward_matches_reference) {
     snprintf(label, sizeof label, "backward %dx%d threads %dx%d", plan->block_q, plan->block_k, plan->threads_q,
              plan->threads_k);
     assert_odd(plan, label);
-    flashcl_context *ctx = bwd_context();
+    flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_FORWARD, &forward_plans[_i]),
                      FLASHCL_SUCCESS);
     ck_assert_int_eq(flashcl_context_force_plan(ctx, FLASHCL_PASS_BACKWARD, plan), FLASHCL_SUCCESS);
