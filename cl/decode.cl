@@ -4,40 +4,37 @@
 //
 // Macros taken (host passes them with -D):
 //   HEAD_DIM        head dimension D (1..256)
-//   DECODE_ROWS     packed query rows per work-group (1..64)
-//   DECODE_KEYS     keys per step of the inner loop (a power of two, 2..128)
-//   DECODE_THREADS  work-items per work-group
-//   KV_VEC          4: K and V rows read as four-element vectors (offsets,
-//                   strides and HEAD_DIM multiples of 4); 1: element by element
-//   FLASHCL_SPLIT_KV  1: work-group z takes keys [z * split_keys, + split_keys)
-//                   only and writes its unnormalised partial to part_o and
-//                   part_stats in the layout cl/split_combine.cl merges
+//   DECODE_ROWS     packed query rows per work-group (1..16)
+//   DECODE_THREADS  work-items per work-group, and keys per step (>= HEAD_DIM, a multiple of 4)
+//   KV_VEC          8: K and V rows read 8 (or, for V, DV_VEC) elements at a time through 16-byte (8-byte)
+//                   loads (HEAD_DIM a multiple of 8, K's and V's offsets and strides 16-byte aligned);
+//                   1: element by element
+//   DV_VEC          dims of the output each work-item of the product with V owns: 8 or 4 with KV_VEC 8, else 1
+//   FLASHCL_SPLIT_KV  1: work-group z takes keys [z * split_keys, + split_keys) only and writes its
+//                   unnormalised partial to part_o and part_stats in the layout cl/split_combine.cl merges
 //                   (cl/forward.cl's split-KV layout)
 //   FLASHCL_WINDOW  sliding-window mask (the only feature this kernel takes)
 //
-// Packed rows: the group_size query heads that share KV head hk and the
-// seqlen_q query positions form seqlen_q x group_size rows, row p being
-// position p / group_size of query head hk * group_size + p % group_size.
-// A work-group takes DECODE_ROWS consecutive packed rows, so one pass over
-// the keys serves every query head of the group: K and V are read once per
-// KV head instead of once per query head.
+// Packed rows: the group_size query heads that share KV head hk and the seqlen_q positions form
+// seqlen_q x group_size rows, row p being position p / group_size of query head hk * group_size + p % group_size.
+// A work-group takes DECODE_ROWS consecutive packed rows, so one pass over the keys serves every query head of
+// the group: K and V are read once per KV head instead of once per query head.
 //
-// Decode is bound by the bytes of K and V, so the kernel aims at streaming
-// them, not at arithmetic: each step loads DECODE_KEYS rows of K and V with
-// all work-items (coalesced), then
-//   scores:  work-item pairs (row, key), consecutive work-items on
-//            consecutive keys of one row: Q reads are broadcasts, K is kept
-//            transposed in local memory so their K reads are consecutive;
-//   maxima:  a tree over the step's keys in local memory;
-//   P:       exp(S - m) in place;
-//   P V:     work-items along the head dimension (consecutive work-items on
-//            consecutive dims of one V row), each with the rows r = h, h + H, ...
-//            The running maxima, sums and accumulators live in registers;
-//            every work-item of a row sums the same P in the same order, so
-//            they hold the same sum.
-// The numerics follow cl/forward.cl: scores scaled in float, exp(x - m) as
-// exp2((x - m) * log2(e)), a visible key lifts the maximum to at least
-// -FLT_MAX (the row is empty only when no key is visible), NaN propagates.
+// Decode is bound by the bytes of K and V. Neither goes through local memory (staging them would cost a store
+// and a load per element and limit the work-groups per compute unit); each step of DECODE_THREADS keys:
+//   scores: work-item t takes key k0 + t and reads its K row straight from global memory, 16 bytes at a
+//           time, against every row of Q (local memory, broadcast reads): R scores in registers;
+//   maxima: each row's step maximum from the work-items' candidates in local memory (one work-item per row);
+//   P:      work-item t turns its scores into P = exp(S - m), keeps its share of each row's sum, and puts P
+//           in local memory;
+//   P V:    work-items along the head dimension, DV_VEC dims each, read the step's V rows (consecutive
+//           work-items, consecutive elements: coalesced), a group of them every PV_GROUPS-th key, and
+//           accumulate every row's output in registers; the groups' sums are added at the end.
+// Global loads are issued in batches before the arithmetic that uses them, so several are in flight per
+// work-item (a load per loop iteration would wait out the memory latency each time).
+// Two barriers per step. The numerics follow cl/forward.cl: scores scaled in float, exp(x - m) as
+// exp2((x - m) * log2(e)), a visible key lifts the maximum to at least -FLT_MAX (the row is empty only when no
+// key is visible), NaN propagates.
 
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -45,14 +42,14 @@
 #ifndef DECODE_ROWS
 #define DECODE_ROWS 4
 #endif
-#ifndef DECODE_KEYS
-#define DECODE_KEYS 32
-#endif
 #ifndef DECODE_THREADS
-#define DECODE_THREADS 64
+#define DECODE_THREADS 128
 #endif
 #ifndef KV_VEC
 #define KV_VEC 1
+#endif
+#ifndef DV_VEC
+#define DV_VEC 1
 #endif
 #ifndef FLASHCL_SPLIT_KV
 #define FLASHCL_SPLIT_KV 0
@@ -61,45 +58,72 @@
 #if HEAD_DIM < 1 || HEAD_DIM > 256
 #error "HEAD_DIM must be in 1..256"
 #endif
-#if DECODE_ROWS < 1 || DECODE_ROWS > 64
-#error "DECODE_ROWS must be in 1..64"
+#if DECODE_ROWS < 1 || DECODE_ROWS > 16
+#error "DECODE_ROWS must be in 1..16"
 #endif
-#if DECODE_KEYS < 2 || DECODE_KEYS > 128 || (DECODE_KEYS & (DECODE_KEYS - 1)) != 0
-#error "DECODE_KEYS must be a power of two in 2..128"
+#if DECODE_THREADS < HEAD_DIM || DECODE_THREADS % 4 != 0 || DECODE_THREADS < DECODE_ROWS
+#error "DECODE_THREADS must be a multiple of 4, at least HEAD_DIM and DECODE_ROWS"
 #endif
-#if KV_VEC != 1 && KV_VEC != 4
-#error "KV_VEC must be 1 or 4"
+#if KV_VEC != 1 && KV_VEC != 8
+#error "KV_VEC must be 1 or 8"
 #endif
-#if KV_VEC == 4 && HEAD_DIM % 4 != 0
-#error "KV_VEC 4 needs HEAD_DIM a multiple of 4"
+#if KV_VEC == 8 && HEAD_DIM % 8 != 0
+#error "KV_VEC 8 needs HEAD_DIM a multiple of 8"
+#endif
+#if !(DV_VEC == 1 || (KV_VEC == 8 && (DV_VEC == 4 || DV_VEC == 8)))
+#error "DV_VEC must be 1, or 4 or 8 with KV_VEC 8"
 #endif
 #if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN
 #error "the decode kernel takes dense and windowed calls only"
 #endif
 
 #define WG DECODE_THREADS
-#define ROUND4(n) ((((n) + 3) / 4) * 4)
-#define DIM_PAD ROUND4(HEAD_DIM) // Q rows padded to whole float4s (zero-filled)
-#define ROW_PAD ROUND4(DECODE_ROWS)
-// K transposed: kt[d * KT_STRIDE + key]. An odd stride spreads the
-// vector-load stores of one key over banks.
-#define KT_STRIDE FLASHCL_ODD_STRIDE(DECODE_KEYS)
-// The product with V: PV_DIMS work-items along the head dimension, PV_GROUPS
-// groups of them along the rows.
-#define PV_DIMS (WG < HEAD_DIM ? WG : HEAD_DIM)
-#define PV_GROUPS (WG / PV_DIMS)
-#define DIMS_PER_ITEM ((HEAD_DIM + PV_DIMS - 1) / PV_DIMS)
-#define ROWS_PER_ITEM ((DECODE_ROWS + PV_GROUPS - 1) / PV_GROUPS)
-#define VEC_PER_ROW (HEAD_DIM / KV_VEC)
-#define KV_VECS (DECODE_KEYS * VEC_PER_ROW)
+#define ROWS DECODE_ROWS
+#define ROW_PAD ((ROWS + 3) / 4 * 4)
+#define DIM_PAD ((HEAD_DIM + 7) / 8 * 8) // Q rows padded to whole float8s (zero-filled)
+// The product with V: DV_ITEMS work-items along the head dimension, PV_GROUPS groups of them taking every
+// PV_GROUPS-th key of a step (their sums added once, at the end).
+#define DV_ITEMS (HEAD_DIM / DV_VEC)
+// At most 16 groups: their sums are added one group at a time at the end.
+#define PV_GROUPS_FIT (WG / DV_ITEMS)
+#define PV_GROUPS (PV_GROUPS_FIT < 16 ? PV_GROUPS_FIT : 16)
+// Loads issued together: chunks of 8 of a K row, V rows of a group.
+#define K_CHUNKS (HEAD_DIM / 8)
+#define K_BATCH 4
+#define V_BATCH 4
 
-#if KV_VEC == 4
+#if KV_VEC == 8
+// Eight elements of a row from one 16-byte load (the host checked the alignment), kept raw until used so a
+// batch of loads costs few registers; four from one 8-byte load.
 #if FLASHCL_DTYPE == 0
-#define KV_LOAD4(src, index) (*(__global const float4 *)((src) + (index)))
+typedef float8 raw8_t;
+inline raw8_t decode_load8(__global const storage_t *p, ulong index) {
+    __global const float4 *x = (__global const float4 *)(p + index);
+    return (float8)(x[0], x[1]);
+}
+inline float8 decode_unpack8(raw8_t x) { return x; }
+inline float4 decode_load4(__global const storage_t *p, ulong index) { return *(__global const float4 *)(p + index); }
 #elif FLASHCL_DTYPE == 1
-#define KV_LOAD4(src, index) vload_half4(0, (src) + (index))
+typedef uint4 raw8_t;
+inline raw8_t decode_load8(__global const storage_t *p, ulong index) { return *(__global const uint4 *)(p + index); }
+inline float8 decode_unpack8(raw8_t bits) { return vload_half8(0, (__private const half *)&bits); }
+inline float4 decode_load4(__global const storage_t *p, ulong index) {
+    const uint2 bits = *(__global const uint2 *)(p + index);
+    return vload_half4(0, (__private const half *)&bits);
+}
 #else
-#define KV_LOAD4(src, index) as_float4(convert_uint4(vload4(0, (src) + (index))) << 16)
+typedef uint4 raw8_t;
+inline raw8_t decode_load8(__global const storage_t *p, ulong index) { return *(__global const uint4 *)(p + index); }
+inline float8 decode_unpack8(raw8_t b) {
+    return (float8)(as_float(b.x << 16), as_float(b.x & 0xffff0000u), as_float(b.y << 16),
+                    as_float(b.y & 0xffff0000u), as_float(b.z << 16), as_float(b.z & 0xffff0000u),
+                    as_float(b.w << 16), as_float(b.w & 0xffff0000u));
+}
+inline float4 decode_load4(__global const storage_t *p, ulong index) {
+    const uint2 b = *(__global const uint2 *)(p + index);
+    return (float4)(as_float(b.x << 16), as_float(b.x & 0xffff0000u), as_float(b.y << 16),
+                    as_float(b.y & 0xffff0000u));
+}
 #endif
 #endif
 
@@ -109,39 +133,6 @@
 #define DECODE_SPLIT_PARAMS
 #endif
 
-// Loads keys [k0, k0 + DECODE_KEYS) of K (transposed) and V into local
-// memory, zeros past key_end; consecutive work-items read consecutive
-// elements of a row.
-inline void decode_load_step(__global const storage_t *k, ulong k_base, ulong k_stride_s,
-                             __global const storage_t *v, ulong v_base, ulong v_stride_s, int k0, int key_end,
-                             __local float *kt, __local float *vs, int lid) {
-    for (int e = lid; e < KV_VECS; e += WG) {
-        const int key = e / VEC_PER_ROW, d = (e - key * VEC_PER_ROW) * KV_VEC;
-        const int row = k0 + key;
-        const bool ok = row < key_end;
-#if KV_VEC == 4
-        float4 kx = (float4)(0.0f), vx = (float4)(0.0f);
-        if (ok) {
-            kx = KV_LOAD4(k, k_base + (ulong)row * k_stride_s + d);
-            vx = KV_LOAD4(v, v_base + (ulong)row * v_stride_s + d);
-        }
-        kt[(d + 0) * KT_STRIDE + key] = kx.x;
-        kt[(d + 1) * KT_STRIDE + key] = kx.y;
-        kt[(d + 2) * KT_STRIDE + key] = kx.z;
-        kt[(d + 3) * KT_STRIDE + key] = kx.w;
-        vstore4(vx, 0, vs + key * HEAD_DIM + d);
-#else
-        float kx = 0.0f, vx = 0.0f;
-        if (ok) {
-            kx = LOAD(k, k_base + (ulong)row * k_stride_s + d);
-            vx = LOAD(v, v_base + (ulong)row * v_stride_s + d);
-        }
-        kt[d * KT_STRIDE + key] = kx;
-        vs[key * HEAD_DIM + d] = vx;
-#endif
-    }
-}
-
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
@@ -150,25 +141,26 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
     DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS) {
-    __local float4 q_tile4[DECODE_ROWS * DIM_PAD / 4];
-    __local float kt[HEAD_DIM * KT_STRIDE];
-    __local float vs[DECODE_KEYS * HEAD_DIM];
-    __local float4 p_tile4[DECODE_KEYS * ROW_PAD / 4]; // S, then P: p_tile[key * ROW_PAD + row]
-    __local float red[DECODE_KEYS * ROW_PAD];          // the maxima's tree
-    __local float m_run[DECODE_ROWS];                  // each row's running maximum
+    __local float4 q_tile4[ROWS * DIM_PAD / 4];
+    // The step's maximum candidates, [row][key]; at the end the output groups' sums, then the rows' sums. A
+    // plain float array read with vload4: Mesa llvmpipe lost rows past the first that were stored and read
+    // back through a float view of a small float4 array (head dim 1, two rows).
+    __local float cand[ROWS * WG];
+    __local float4 p_tile4[WG * ROW_PAD / 4]; // P, [key][row]
+    __local float m_run[ROWS], m_use[ROWS], alpha_tile[ROWS];
     __local float *q_tile = (__local float *)q_tile4;
     __local float *p_tile = (__local float *)p_tile4;
 
     const int lid = (int)get_local_id(0);
     const int packed_rows = seqlen_q * group_size;
-    const int p0 = (int)get_group_id(0) * DECODE_ROWS;
+    const int p0 = (int)get_group_id(0) * ROWS;
     const int bhk = (int)get_group_id(1);
     const int heads_kv = heads_q / group_size;
     const int b = bhk / heads_kv;
     const int hk = bhk - b * heads_kv;
     const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
     const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
-    const int rows = min(DECODE_ROWS, packed_rows - p0); // the real rows of this group
+    const int rows = min(ROWS, packed_rows - p0); // the real rows of this group
     // Bottom-right causal alignment: position i sees keys j <= i + diagonal.
     const int diagonal = seqlen_k - seqlen_q;
     const int first_pos = p0 / group_size, last_pos = (p0 + rows - 1) / group_size;
@@ -179,6 +171,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
 #if FLASHCL_WINDOW
     key_begin = clamp(first_pos + diagonal - window_left, 0, seqlen_k);
     key_end = min(key_end, clamp(last_pos + diagonal + window_right + 1, 0, seqlen_k));
+#else
+    (void)first_pos;
 #endif
 #if FLASHCL_SPLIT_KV
     const int split = (int)get_group_id(2);
@@ -187,7 +181,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
 #endif
 
     // Q rows of the group (zero past the real rows and HEAD_DIM).
-    for (int e = lid; e < DECODE_ROWS * DIM_PAD; e += WG) {
+    for (int e = lid; e < ROWS * DIM_PAD; e += WG) {
         const int r = e / DIM_PAD, d = e - r * DIM_PAD;
         float x = 0.0f;
         if (r < rows && d < HEAD_DIM) {
@@ -196,117 +190,178 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
         }
         q_tile[e] = x;
     }
-    if (lid < DECODE_ROWS) m_run[lid] = -INFINITY; // ordered by the first step's barriers
+    if (lid < ROWS) m_run[lid] = -INFINITY;
+    barrier(CLK_LOCAL_MEM_FENCE);
 
-    // The P V work-item: dims dv + j * PV_DIMS of rows rg + i * PV_GROUPS.
-    const int dv = lid % PV_DIMS, rg = lid / PV_DIMS;
-    float acc[ROWS_PER_ITEM][DIMS_PER_ITEM], row_max[ROWS_PER_ITEM], row_sum[ROWS_PER_ITEM];
-    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-        row_max[i] = -INFINITY;
-        row_sum[i] = 0.0f;
-        for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] = 0.0f;
+    // The P V work-item: dims dv * DV_VEC .. + DV_VEC of every row, keys hv, hv + PV_GROUPS, ... of each step.
+    const int dv = lid % DV_ITEMS, hv = lid / DV_ITEMS;
+    const bool pv_item = hv < PV_GROUPS;
+    float acc[ROWS][DV_VEC], own_sum[ROWS];
+    for (int r = 0; r < ROWS; ++r) {
+        own_sum[r] = 0.0f;
+        for (int j = 0; j < DV_VEC; ++j) acc[r][j] = 0.0f;
     }
 
-    for (int k0 = key_begin; k0 < key_end; k0 += DECODE_KEYS) {
-        barrier(CLK_LOCAL_MEM_FENCE); // the previous step's readers are done with the tiles
-        decode_load_step(k, k_base, k_stride_s, v, v_base, v_stride_s, k0, key_end, kt, vs, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
-
-        // Scores of (row, key) pairs, masked.
-        for (int e = lid; e < DECODE_ROWS * DECODE_KEYS; e += WG) {
-            const int r = e / DECODE_KEYS, key = e - r * DECODE_KEYS;
-            float s = 0.0f;
+    for (int k0 = key_begin; k0 < key_end; k0 += WG) {
+        // Scores of key k0 + lid against every row.
+        const int col = k0 + lid;
+        float s[ROWS];
+        for (int r = 0; r < ROWS; ++r) s[r] = 0.0f;
+        if (col < key_end) {
+            const ulong k_row = k_base + (ulong)col * k_stride_s;
+#if KV_VEC == 8
+            for (int c0 = 0; c0 < K_CHUNKS; c0 += K_BATCH) {
+                raw8_t raw[K_BATCH];
+                for (int u = 0; u < K_BATCH; ++u)
+                    if (c0 + u < K_CHUNKS) raw[u] = decode_load8(k, k_row + (ulong)((c0 + u) * 8));
+                for (int u = 0; u < K_BATCH; ++u) {
+                    if (c0 + u >= K_CHUNKS) break;
+                    const float8 kx = decode_unpack8(raw[u]);
+                    const int d8 = c0 + u;
+                    for (int r = 0; r < ROWS; ++r) {
+                        const float4 qa = q_tile4[(r * DIM_PAD) / 4 + 2 * d8];
+                        const float4 qb = q_tile4[(r * DIM_PAD) / 4 + 2 * d8 + 1];
+                        float x = s[r];
+                        x = fma(qa.x, kx.s0, x);
+                        x = fma(qa.y, kx.s1, x);
+                        x = fma(qa.z, kx.s2, x);
+                        x = fma(qa.w, kx.s3, x);
+                        x = fma(qb.x, kx.s4, x);
+                        x = fma(qb.y, kx.s5, x);
+                        x = fma(qb.z, kx.s6, x);
+                        s[r] = fma(qb.w, kx.s7, x);
+                    }
+                }
+            }
+#else
             for (int d4 = 0; d4 < DIM_PAD / 4; ++d4) {
-                const float4 qd = q_tile4[r * (DIM_PAD / 4) + d4];
-                const int d = d4 * 4;
-                s += qd.x * kt[d * KT_STRIDE + key];
-                if (d + 1 < HEAD_DIM) s += qd.y * kt[(d + 1) * KT_STRIDE + key];
-                if (d + 2 < HEAD_DIM) s += qd.z * kt[(d + 2) * KT_STRIDE + key];
-                if (d + 3 < HEAD_DIM) s += qd.w * kt[(d + 3) * KT_STRIDE + key];
+                // Q through its float4 tile, as above (see cand).
+                float kx[4];
+                for (int j = 0; j < 4; ++j) kx[j] = 4 * d4 + j < HEAD_DIM ? LOAD(k, k_row + (ulong)(4 * d4 + j)) : 0.0f;
+                for (int r = 0; r < ROWS; ++r) {
+                    const float4 qd = q_tile4[(r * DIM_PAD) / 4 + d4];
+                    float x = fma(qd.x, kx[0], s[r]);
+                    x = fma(qd.y, kx[1], x);
+                    x = fma(qd.z, kx[2], x);
+                    s[r] = fma(qd.w, kx[3], x);
+                }
             }
-            const int col = k0 + key, pos = (p0 + r) / group_size;
-            const bool visible = r < rows && col < key_end &&
-                                 (!causal || col <= pos + diagonal) && FLASHCL_WINDOW_VISIBLE(pos, col);
-            const float x = visible ? s * scale : -INFINITY;
-            p_tile[key * ROW_PAD + r] = x;
-            // fmax drops NaN and a -inf score would hide a visible key: see
-            // the header.
-            red[key * ROW_PAD + r] = visible ? fmax(x, -FLT_MAX) : -INFINITY;
+#endif
+        }
+        // Scale and mask; the maximum's candidates (fmax drops NaN and a -inf score would hide a visible key:
+        // see the header).
+        for (int r = 0; r < ROWS; ++r) {
+            const int pos = (p0 + r) / group_size;
+            const bool visible = r < rows && col < key_end && (!causal || col <= pos + diagonal) &&
+                                 FLASHCL_WINDOW_VISIBLE(pos, col);
+            s[r] = visible ? s[r] * scale : -INFINITY;
+            cand[r * WG + lid] = visible ? fmax(s[r], -FLT_MAX) : -INFINITY;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int half_keys = DECODE_KEYS / 2; half_keys > 0; half_keys /= 2) {
-            for (int e = lid; e < half_keys * DECODE_ROWS; e += WG) {
-                const int key = e / DECODE_ROWS, r = e - key * DECODE_ROWS;
-                red[key * ROW_PAD + r] = fmax(red[key * ROW_PAD + r], red[(key + half_keys) * ROW_PAD + r]);
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
 
-        // P = exp(S - m), m the running maximum after this step (m_run:
-        // before it); a row that has seen no visible key yet keeps m = -inf
-        // and uses 0, so its P is exactly 0, not NaN. red[r] (key 0) now
-        // holds the step's maximum of row r.
-        for (int e = lid; e < DECODE_ROWS * DECODE_KEYS; e += WG) {
-            const int r = e / DECODE_KEYS, key = e - r * DECODE_KEYS;
-            const float m = fmax(m_run[r], red[r]);
+        // Each row's running maximum after this step, the factor alpha that rescales what was accumulated,
+        // and the maximum P uses (0 for a row that has seen no visible key yet: P exactly 0, not NaN).
+        if (lid < ROWS) {
+            float m = m_run[lid];
+            for (int j = 0; j < WG / 4; ++j) {
+                const float4 c = vload4(j, cand + lid * WG);
+                m = fmax(m, fmax(fmax(c.x, c.y), fmax(c.z, c.w)));
+            }
             const float m_safe = m == -INFINITY ? 0.0f : m;
-            p_tile[key * ROW_PAD + r] = exp2((p_tile[key * ROW_PAD + r] - m_safe) * M_LOG2E_F);
+            alpha_tile[lid] = exp2((m_run[lid] - m_safe) * M_LOG2E_F);
+            m_use[lid] = m_safe;
+            m_run[lid] = m;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        // m_run is next read after the next step's barriers.
-        if (lid < DECODE_ROWS) m_run[lid] = fmax(m_run[lid], red[lid]);
 
-        for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-            const int r = min(rg + i * PV_GROUPS, DECODE_ROWS - 1); // a padding item repeats the last row
-            const float m = fmax(row_max[i], red[r]);
-            const float alpha = exp2((row_max[i] - (m == -INFINITY ? 0.0f : m)) * M_LOG2E_F);
-            row_max[i] = m;
-            row_sum[i] *= alpha;
-            for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] *= alpha;
+        for (int r = 0; r < ROWS; ++r) {
+            const float p = exp2((s[r] - m_use[r]) * M_LOG2E_F);
+            own_sum[r] = fma(own_sum[r], alpha_tile[r], p);
+            p_tile[lid * ROW_PAD + r] = p;
         }
-        for (int key = 0; key < DECODE_KEYS; ++key) {
-            float vd[DIMS_PER_ITEM];
-            for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-                const int d = dv + j * PV_DIMS;
-                vd[j] = d < HEAD_DIM ? vs[key * HEAD_DIM + d] : 0.0f;
-            }
-            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-                const int r = min(rg + i * PV_GROUPS, DECODE_ROWS - 1);
-                const float p = p_tile[key * ROW_PAD + r];
-                row_sum[i] += p;
-                for (int j = 0; j < DIMS_PER_ITEM; ++j) acc[i][j] += p * vd[j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        if (pv_item) {
+            for (int r = 0; r < ROWS; ++r)
+                for (int j = 0; j < DV_VEC; ++j) acc[r][j] *= alpha_tile[r];
+            const int keys = min(WG, key_end - k0);
+            for (int kb = hv; kb < keys; kb += PV_GROUPS * V_BATCH) {
+                float vx[V_BATCH][DV_VEC];
+                for (int u = 0; u < V_BATCH; ++u) {
+                    const int key = kb + u * PV_GROUPS;
+                    const ulong at = v_base + (ulong)(k0 + min(key, keys - 1)) * v_stride_s + (ulong)(dv * DV_VEC);
+#if DV_VEC == 8
+                    const float8 x = decode_unpack8(decode_load8(v, at));
+                    vx[u][0] = x.s0, vx[u][1] = x.s1, vx[u][2] = x.s2, vx[u][3] = x.s3;
+                    vx[u][4] = x.s4, vx[u][5] = x.s5, vx[u][6] = x.s6, vx[u][7] = x.s7;
+#elif DV_VEC == 4
+                    const float4 x = decode_load4(v, at);
+                    vx[u][0] = x.x, vx[u][1] = x.y, vx[u][2] = x.z, vx[u][3] = x.w;
+#else
+                    vx[u][0] = LOAD(v, at);
+#endif
+                }
+                for (int u = 0; u < V_BATCH; ++u) {
+                    const int key = kb + u * PV_GROUPS;
+                    if (key >= keys) break;
+                    for (int r4 = 0; r4 < ROW_PAD / 4; ++r4) {
+                        const float4 p = p_tile4[(key * ROW_PAD) / 4 + r4];
+                        for (int j = 0; j < DV_VEC; ++j) {
+                            acc[4 * r4][j] = fma(p.x, vx[u][j], acc[4 * r4][j]);
+                            if (4 * r4 + 1 < ROWS) acc[4 * r4 + 1][j] = fma(p.y, vx[u][j], acc[4 * r4 + 1][j]);
+                            if (4 * r4 + 2 < ROWS) acc[4 * r4 + 2][j] = fma(p.z, vx[u][j], acc[4 * r4 + 2][j]);
+                            if (4 * r4 + 3 < ROWS) acc[4 * r4 + 3][j] = fma(p.w, vx[u][j], acc[4 * r4 + 3][j]);
+                        }
+                    }
+                }
             }
         }
+        // The next step's first barrier orders its writes of cand, m_use, alpha_tile and p_tile after these
+        // reads.
     }
 
+    // The output groups' sums, one group at a time through cand (rows x HEAD_DIM fits: WG >= HEAD_DIM); then
+    // each row's sum, the work-items' shares, added in a fixed order.
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int g = 1; g < PV_GROUPS; ++g) {
+        if (hv == g)
+            for (int r = 0; r < ROWS; ++r)
+                for (int j = 0; j < DV_VEC; ++j) cand[r * HEAD_DIM + dv * DV_VEC + j] = acc[r][j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (hv == 0)
+            for (int r = 0; r < ROWS; ++r)
+                for (int j = 0; j < DV_VEC; ++j) acc[r][j] += cand[r * HEAD_DIM + dv * DV_VEC + j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int r = 0; r < ROWS; ++r) cand[r * WG + lid] = own_sum[r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (hv != 0) return; // no barrier follows
     const int heads_total = (int)get_num_groups(1) * group_size; // batch x query heads
-    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-        const int r = rg + i * PV_GROUPS;
-        if (r >= rows) continue;
+    for (int r = 0; r < ROWS; ++r) {
+        if (r >= rows) break; // a constant bound keeps acc[] in registers
+        float l = 0.0f;
+        for (int j = 0; j < WG / 4; ++j) {
+            const float4 c = vload4(j, cand + r * WG);
+            l += (c.x + c.y) + (c.z + c.w);
+        }
+        const float m = m_run[r];
         const int p = p0 + r, pos = p / group_size, h = hk * group_size + (p - pos * group_size);
 #if FLASHCL_SPLIT_KV
-        // The split's partial, not normalised: rows (split, batch x head,
-        // position) of HEAD_DIM floats, and the row's maximum and sum
-        // (maximum -inf: the split saw no key).
+        // The split's partial, not normalised: rows (split, batch x head, position) of HEAD_DIM floats, and
+        // the row's maximum and sum (maximum -inf: the split saw no key).
         const ulong part_row = ((ulong)split * (ulong)heads_total + (ulong)b * (ulong)heads_q + (ulong)h) *
                                    (ulong)seqlen_q + (ulong)pos;
-        for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-            const int d = dv + j * PV_DIMS;
-            if (d < HEAD_DIM) part_o[part_row * HEAD_DIM + d] = acc[i][j];
-        }
-        if (dv == 0) part_stats[part_row] = (float2)(row_max[i], row_sum[i]);
+        for (int j = 0; j < DV_VEC; ++j) part_o[part_row * HEAD_DIM + dv * DV_VEC + j] = acc[r][j];
+        if (dv == 0) part_stats[part_row] = (float2)(m, l);
 #else
         (void)heads_total;
         // Empty only when no key was visible; a zero or NaN sum gives NaN (cl/forward.cl).
-        const bool empty = row_max[i] == -INFINITY;
         const ulong o_row = o_offset + (ulong)b * o_stride_b + (ulong)h * o_stride_h + (ulong)pos * o_stride_s;
-        for (int j = 0; j < DIMS_PER_ITEM; ++j) {
-            const int d = dv + j * PV_DIMS;
-            if (d < HEAD_DIM) STORE(o, o_row + d, empty ? 0.0f : acc[i][j] / row_sum[i]);
-        }
+        for (int j = 0; j < DV_VEC; ++j)
+            STORE(o, o_row + dv * DV_VEC + j, m == -INFINITY ? 0.0f : acc[r][j] / l);
         if (write_lse && dv == 0)
             lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h + (ulong)pos * lse_stride_s] =
-                flashcl_row_lse(row_max[i], row_sum[i]);
+                flashcl_row_lse(m, l);
 #endif
     }
 }

@@ -10,48 +10,40 @@
  * whose query blocks already give the device enough work-groups. */
 #define DECODE_MAX_QUERIES 8
 /* Packed rows (query positions x the query heads of a KV head) per
- * work-group: each work-item keeps a running maximum, sum and accumulator
- * per row (cl/decode.cl), so more rows cost registers; a call with more
- * packed rows takes several work-groups, each reading K and V once. */
-#define DECODE_MAX_ROWS 32
-/* Local memory a decode work-group aims to stay under, so several fit on a
- * compute unit (latency is hidden by work-groups in flight, not by a large
- * tile: the kernel is bound by the bytes of K and V). */
-#define DECODE_LOCAL_TARGET (40u * 1024u)
-#define DECODE_MAX_KEYS 64
-#define DECODE_MIN_KEYS 4
+ * work-group: each work-item keeps a score, a share of the sum and an
+ * output element per row (cl/decode.cl), so more rows cost registers and
+ * local memory; a call with more packed rows takes several work-groups,
+ * each reading K and V once. */
+#define DECODE_MAX_ROWS 16
 /* llvmpipe's budget: 65535 loop iterations per work-item in all (src/device_caps.h), kept at half. */
 #define LLVMPIPE_LOOP_BUDGET 32768
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-static size_t round4(size_t n) { return (n + 3) / 4 * 4; }
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-/* Work-items: one per head dim up to 256 (the product with V), at least 64. */
+/* Work-items (and keys per step): 128, or 256 for head dims past 128 (one
+ * work-item per dim in the product with V); 0 if the device allows fewer. */
 static size_t decode_threads(const flashcl_device_caps *caps, int head_dim) {
-    size_t threads = round4((size_t)head_dim);
-    threads = (threads + 31) / 32 * 32;
-    if (threads < 64) threads = 64;
-    while (threads > caps->limits.max_work_group_size && threads > 1) threads /= 2;
-    return threads;
+    const size_t threads = head_dim > 128 ? 256 : 128;
+    return threads <= caps->limits.max_work_group_size ? threads : 0;
 }
 
-/* The local memory of cl/decode.cl's tiles, in bytes. */
-size_t flashcl_decode_local_bytes(int head_dim, int rows, int keys) {
-    const size_t d = (size_t)head_dim, r = (size_t)rows, k = (size_t)keys;
-    const size_t q = r * round4(d), kt = d * (k | 1), vs = k * d, p = k * round4(r), red = k * round4(r);
-    return (q + kt + vs + p + red + r) * sizeof(float);
+/* The local memory of cl/decode.cl, in bytes: Q rows (padded to 8), the
+ * maximum's candidates (rows x keys), P (keys x rows padded to 4), three
+ * floats per row. */
+size_t flashcl_decode_local_bytes(int head_dim, int rows, int threads) {
+    const size_t d = round_up((size_t)head_dim, 8), r = (size_t)rows, t = (size_t)threads;
+    return (r * d + r * t + t * round_up(r, 4) + 3 * r) * sizeof(float);
 }
 
 /* Loop iterations a work-item runs per key step, counted as if no loop
- * were unrolled (an upper bound for llvmpipe's budget). */
-static size_t iterations_per_step(size_t d, size_t rows, size_t keys, size_t threads) {
-    const size_t pairs = ceil_div(rows * keys, threads);
-    const size_t pv_dims = threads < d ? threads : d, pv_groups = threads / pv_dims;
-    const size_t dims = ceil_div(d, pv_dims), own_rows = ceil_div(rows, pv_groups);
-    size_t tree = 0;
-    for (size_t half = keys / 2; half > 0; half /= 2) tree += 1 + ceil_div(half * rows, threads);
-    return 1 + ceil_div(keys * d, threads) + pairs * (1 + round4(d) / 4) + tree + pairs +
-           own_rows * (1 + dims) + keys * (1 + dims + own_rows * (1 + dims));
+ * were unrolled and with one output dim per work-item (its most keys in
+ * the product with V): an upper bound for llvmpipe's budget. */
+static size_t iterations_per_step(size_t d, size_t rows, size_t threads) {
+    const size_t d_steps = d % 8 == 0 ? d / 8 : d, groups = threads / d;
+    const size_t scores = 1 + 2 * d_steps * (1 + rows) + rows, maxima = threads / 4, p = rows;
+    const size_t pv = rows + ceil_div(threads, groups) * (2 + round_up(rows, 4) / 4 * 2);
+    return scores + maxima + p + pv;
 }
 
 int flashcl_decode_applies(const flashcl_settings *s, const flashcl_problem *p) {
@@ -69,46 +61,46 @@ int flashcl_decode_tiles(const flashcl_device_caps *caps, const flashcl_problem 
     const long packed = (long)desc->seqlen_q * group;
     const int rows = packed < DECODE_MAX_ROWS ? (int)packed : DECODE_MAX_ROWS;
     const size_t threads = decode_threads(caps, desc->head_dim);
-    if (threads < 1) return 0;
-    size_t limit = caps->limits.local_mem_bytes;
-    if (limit > DECODE_LOCAL_TARGET) limit = DECODE_LOCAL_TARGET;
-    for (int keys = DECODE_MAX_KEYS; keys >= DECODE_MIN_KEYS; keys /= 2) {
-        const size_t bytes = flashcl_decode_local_bytes(desc->head_dim, rows, keys);
-        if (bytes > limit && !(keys == DECODE_MIN_KEYS && bytes <= caps->limits.local_mem_bytes)) continue;
-        memset(tiles, 0, sizeof *tiles);
-        tiles->block_q = rows;
-        tiles->block_k = keys;
-        tiles->threads_q = 1;
-        tiles->threads_k = (int)threads;
-        tiles->work_group_size = threads;
-        tiles->local_mem_bytes = bytes;
-        return 1;
-    }
-    return 0;
+    if (threads == 0) return 0;
+    const size_t bytes = flashcl_decode_local_bytes(desc->head_dim, rows, (int)threads);
+    if (bytes > caps->limits.local_mem_bytes) return 0;
+    memset(tiles, 0, sizeof *tiles);
+    tiles->block_q = rows;
+    tiles->block_k = (int)threads;
+    tiles->threads_q = 1;
+    tiles->threads_k = (int)threads;
+    tiles->work_group_size = threads;
+    tiles->local_mem_bytes = bytes;
+    return 1;
 }
 
 size_t flashcl_decode_max_chunk(const flashcl_device_caps *caps, const flashcl_attention_desc *desc,
                                 const flashcl_plan *tiles) {
     if (!caps->loop_limited) return 0;
-    const size_t per_step = iterations_per_step((size_t)desc->head_dim, (size_t)tiles->block_q,
-                                                (size_t)tiles->block_k, tiles->work_group_size);
+    const size_t per_step =
+        iterations_per_step((size_t)desc->head_dim, (size_t)tiles->block_q, tiles->work_group_size);
     return LLVMPIPE_LOOP_BUDGET / per_step * (size_t)tiles->block_k;
 }
 
 void flashcl_decode_program(const flashcl_problem *p, flashcl_exec_plan *plan) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_plan *t = &plan->tiles;
-    /* Four-element reads need HEAD_DIM % 4; float4 reads also 16-byte rows
-     * (offsets and strides multiples of 4); half and bfloat16 vector loads
-     * need element alignment only. */
-    const int vec = desc->head_dim % 4 == 0 && (desc->dtype != FLASHCL_DTYPE_F32 || p->kv_alignment % 4 == 0) ? 4 : 1;
+    /* K rows in 16-byte loads of 8 elements need HEAD_DIM % 8 and every K
+     * row 16-byte aligned: offsets and strides multiples of 4 floats or 8
+     * half / bfloat16 elements. */
+    const int vec_align = desc->dtype == FLASHCL_DTYPE_F32 ? 4 : 8;
+    const int vec = desc->head_dim % 8 == 0 && p->kv_alignment % vec_align == 0 ? 8 : 1;
+    /* Output dims per work-item of the product with V: 8 (one 16-byte load
+     * of V per key), 4 past 8 rows (the accumulators are rows x dims
+     * registers), 1 without vector loads. */
+    const int dv = vec == 8 ? (t->block_q <= 8 ? 8 : 4) : 1;
     plan->program = "decode.cl";
     plan->kernel_count = 1;
     plan->kernel_names[0] = "flashcl_decode";
     plan->portable_args = 1;
     snprintf(plan->options, sizeof plan->options,
-             "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DDECODE_ROWS=%d -DDECODE_KEYS=%d -DDECODE_THREADS=%zu -DKV_VEC=%d",
-             (int)desc->dtype, desc->head_dim, t->block_q, t->block_k, t->work_group_size, vec);
+             "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DDECODE_ROWS=%d -DDECODE_THREADS=%zu -DKV_VEC=%d -DDV_VEC=%d",
+             (int)desc->dtype, desc->head_dim, t->block_q, t->work_group_size, vec, dv);
     flashcl_features_options(p->features, plan->options, sizeof plan->options);
     const size_t packed = (size_t)desc->seqlen_q * (size_t)(desc->heads_q / desc->heads_kv);
     plan->work_dims[0] = 2;

@@ -10,12 +10,12 @@
 int flashcl_decode_applies(const flashcl_settings *settings, const flashcl_problem *problem);
 
 /* The kernel's tiles: block_q the packed rows per work-group, block_k the
- * keys per step, threads_k (= work_group_size) its work-items. 0 if none
+ * keys per step (= threads_k = work_group_size, its work-items). 0 if none
  * fits the device. */
 int flashcl_decode_tiles(const flashcl_device_caps *caps, const flashcl_problem *problem, flashcl_plan *tiles);
 
 /* Local memory of those tiles, in bytes. */
-size_t flashcl_decode_local_bytes(int head_dim, int rows, int keys);
+size_t flashcl_decode_local_bytes(int head_dim, int rows, int threads);
 
 /* On a device with a loop budget (llvmpipe), the most keys one work-group
  * may stream (a multiple of block_k); 0: no bound. */

@@ -220,20 +220,29 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
  * less costs little. */
 #define SPLIT_TARGET_GROUPS_PER_UNIT 8
 #define MAX_KV_SPLITS 256
+/* The decode kernel's aim: one wave of work-groups. On the H100 (f16 d128,
+ * 32 query heads over 8, 128K keys: 8 work-groups unsplit; docs/perf.md,
+ * decode) 64 splits (about 4 work-groups per unit) read K and V at 1.73
+ * TB/s, 32 at 1.27, 128 at 1.24-1.29 and 256 at 1.10: each work-group has
+ * a fixed cost (Q, the final sums) that more and shorter chunks repeat. A
+ * chunk of two steps (256 keys) is the shortest worth a work-group. */
+#define DECODE_SPLIT_GROUPS_PER_UNIT 4
+#define DECODE_SPLIT_MIN_STEPS 2
 
 /* What a family's split-KV needs: its unsplit work-groups, the keys per
  * step of its loop (chunks are whole steps), and the fewest splits it may
  * run with (a device's loop budget bounds the keys per work-group). */
 typedef struct split_shape {
     size_t groups, block_k, min_splits;
+    size_t groups_per_unit, min_blocks; /* the automatic count's aim and each chunk's fewest key blocks */
 } split_shape;
 
 /* Split-KV (decode): when the call's work-groups would not fill the device,
  * the forward's key axis is cut into chunks taken by separate work-groups;
  * a combine kernel merges their partials. The count: forced by the
- * settings, else enough work-groups for SPLIT_TARGET_GROUPS_PER_UNIT per
- * compute unit, each chunk at least MIN_KEY_BLOCKS_PER_SPLIT steps; never
- * fewer than shape->min_splits. */
+ * settings, else enough work-groups for the family's aim per compute unit
+ * (shape->groups_per_unit), each chunk at least shape->min_blocks steps;
+ * never fewer than shape->min_splits. */
 static flashcl_status choose_splits(const flashcl_device_caps *caps, const flashcl_settings *s,
                                     const flashcl_problem *p, const split_shape *shape, flashcl_exec_plan *plan,
                                     char *reason, size_t size) {
@@ -246,9 +255,9 @@ static flashcl_status choose_splits(const flashcl_device_caps *caps, const flash
     if (s->kv_splits > 1) {
         splits = (size_t)s->kv_splits;
     } else {
-        const size_t target = (size_t)caps->limits.compute_units * SPLIT_TARGET_GROUPS_PER_UNIT;
+        const size_t target = (size_t)caps->limits.compute_units * shape->groups_per_unit;
         splits = shape->groups >= target ? 1 : ceil_div(target, shape->groups);
-        const size_t longest = key_blocks / MIN_KEY_BLOCKS_PER_SPLIT;
+        const size_t longest = key_blocks / shape->min_blocks;
         if (splits > longest) splits = longest;
         if (splits < shape->min_splits) splits = shape->min_splits;
     }
@@ -275,18 +284,18 @@ static flashcl_status choose_splits(const flashcl_device_caps *caps, const flash
     plan->kernel_count = 2;
     plan->kernel_names[FLASHCL_KERNEL_COMBINE] = "flashcl_split_combine";
     plan->kernel_programs[FLASHCL_KERNEL_COMBINE] = "split_combine.cl";
-    snprintf(plan->aux_options, sizeof plan->aux_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d", (int)desc->dtype,
-             desc->head_dim);
+    /* The combine: a work-group per row, 64 work-items (a power of two for
+     * its reductions, halved to the device's limit). */
+    size_t local = 64;
+    while (local > caps->limits.max_work_group_size) local /= 2;
+    snprintf(plan->aux_options, sizeof plan->aux_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DCOMBINE_THREADS=%zu",
+             (int)desc->dtype, desc->head_dim, local);
     add_options(plan, " -DFLASHCL_SPLIT_KV=1");
     plan->work_dims[0] = 3;
     plan->global[0][2] = splits;
     plan->local[0][2] = 1;
-    /* The combine: one work-item per output element. */
-    size_t local = 64;
-    if (local > caps->limits.max_work_group_size) local = caps->limits.max_work_group_size;
     plan->work_dims[FLASHCL_KERNEL_COMBINE] = 1;
-    plan->global[FLASHCL_KERNEL_COMBINE][0] =
-        ceil_div(plan->split_rows * (size_t)desc->head_dim, local) * local;
+    plan->global[FLASHCL_KERNEL_COMBINE][0] = plan->split_rows * local;
     plan->local[FLASHCL_KERNEL_COMBINE][0] = local;
     return FLASHCL_SUCCESS;
 }
@@ -301,7 +310,8 @@ static flashcl_status portable_splits(const flashcl_device_caps *caps, const fla
     const flashcl_attention_desc *desc = p->desc;
     const split_shape shape = {ceil_div((size_t)desc->seqlen_q, (size_t)plan->tiles.block_q) * (size_t)desc->batch *
                                    (size_t)desc->heads_q,
-                               (size_t)plan->tiles.block_k, 1};
+                               (size_t)plan->tiles.block_k, 1, SPLIT_TARGET_GROUPS_PER_UNIT,
+                               MIN_KEY_BLOCKS_PER_SPLIT};
     return choose_splits(caps, s, p, &shape, plan, reason, size);
 }
 
@@ -311,7 +321,8 @@ static int decode_plan(const flashcl_device_caps *caps, const flashcl_settings *
                        flashcl_exec_plan *plan) {
     if (!flashcl_decode_applies(s, p) || !flashcl_decode_tiles(caps, p, &plan->tiles)) return 0;
     const flashcl_attention_desc *desc = p->desc;
-    split_shape shape = {flashcl_decode_groups(desc, &plan->tiles), (size_t)plan->tiles.block_k, 1};
+    split_shape shape = {flashcl_decode_groups(desc, &plan->tiles), (size_t)plan->tiles.block_k, 1,
+                         DECODE_SPLIT_GROUPS_PER_UNIT, DECODE_SPLIT_MIN_STEPS};
     const size_t max_chunk = flashcl_decode_max_chunk(caps, desc, &plan->tiles);
     if (max_chunk != 0) {
         if (max_chunk < shape.block_k) return 0;

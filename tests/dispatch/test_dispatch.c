@@ -358,6 +358,7 @@ START_TEST(split_kv_decisions) {
     const flashcl_device_caps caps = h100();
     flashcl_settings s = defaults();
     s.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+    s.decode_off = 1; /* the tiled kernel's split (decode_decisions: the decode kernel's) */
     flashcl_attention_desc desc = problem_desc(1, 128, FLASHCL_DTYPE_F16, 0);
     desc.batch = 1;
     desc.heads_q = 32;
@@ -394,6 +395,7 @@ START_TEST(split_kv_decisions) {
     f = dense(&desc);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &desc, &f, 8).kv_splits, 1);
     flashcl_settings tc = defaults();
+    tc.decode_off = 1;
     ck_assert_int_eq(dispatch_ok(&caps, &tc, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_TENSOR_CORE);
     ck_assert_int_eq(dispatch_ok(&caps, &tc, FLASHCL_PASS_FORWARD, &desc, &f, 8).kv_splits, 1);
     flashcl_attention_desc window = desc;
@@ -404,6 +406,86 @@ START_TEST(split_kv_decisions) {
     flashcl_attention_desc prefill = problem_desc(4096, 128, FLASHCL_DTYPE_F16, 1);
     const flashcl_features pf = dense(&prefill);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &prefill, &pf, 8).kv_splits, 1);
+}
+END_TEST
+
+/* The decode kernel: forwards of up to 8 positions on every device, its tiles, options, grid and splits. */
+START_TEST(decode_decisions) {
+    const flashcl_device_caps caps = h100();
+    const flashcl_settings s = defaults(); /* tensor cores on: decode still wins for few rows */
+    flashcl_attention_desc desc = problem_desc(1, 128, FLASHCL_DTYPE_F16, 0);
+    desc.batch = 1;
+    desc.heads_q = 32;
+    desc.heads_kv = 8;
+    desc.seqlen_k = 131072;
+    flashcl_features f = dense(&desc);
+    flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_DECODE);
+    ck_assert_str_eq(plan.program, "decode.cl");
+    ck_assert_ptr_null(plan.backend);
+    ck_assert_str_eq(plan.options, "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DDECODE_ROWS=4 -DDECODE_THREADS=128 -DKV_VEC=8 "
+                                   "-DDV_VEC=8 -DFLASHCL_SPLIT_KV=1");
+    ck_assert_int_eq(plan.tiles.block_q, 4); /* 1 position x 4 query heads per KV head */
+    ck_assert_int_eq(plan.tiles.block_k, 128);
+    ck_assert_uint_eq(plan.global[0][0], 128);
+    ck_assert_uint_eq(plan.global[0][1], 8); /* batch x KV heads */
+    /* 8 work-groups unsplit; the aim is 4 per compute unit: ceil(528 / 8) = 66 splits of 16 steps -> 64. */
+    ck_assert_int_eq(plan.kv_splits, 64);
+    ck_assert_int_eq(plan.split_keys, 2048);
+    ck_assert_uint_eq(plan.global[0][2], 64);
+    ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_COMBINE][0], (size_t)32 * 64);
+    ck_assert_uint_eq(plan.local[FLASHCL_KERNEL_COMBINE][0], 64);
+    ck_assert_uint_le(plan.tiles.local_mem_bytes, caps.limits.local_mem_bytes);
+    /* K and V once per KV head: far fewer bytes than the tiled kernel's model, which reads them per query head. */
+    flashcl_settings off = s;
+    off.decode_off = 1;
+    const flashcl_exec_plan tiled = dispatch_ok(&caps, &off, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_ne(tiled.kind, FLASHCL_KERNEL_DECODE);
+    const double kv = 2.0 * 131072 * 8 * 128 * 2;
+    ck_assert(plan.predicted_global_bytes >= kv && plan.predicted_global_bytes < 1.01 * kv);
+    /* Four positions x 4 heads: 16 rows, 4 output dims per work-item; 8 x 8: four blocks of 16 rows. */
+    desc.seqlen_q = 4;
+    f = dense(&desc);
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(plan.tiles.block_q, 16);
+    ck_assert_ptr_nonnull(strstr(plan.options, "-DDV_VEC=4"));
+    desc.seqlen_q = 8;
+    desc.heads_kv = 4;
+    f = dense(&desc);
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_uint_eq(plan.global[0][0], 4 * 128);
+    /* Unaligned K/V (half data, offsets a multiple of 4 elements): element loads. Odd head dim likewise. */
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 4);
+    ck_assert_ptr_nonnull(strstr(plan.options, "-DKV_VEC=1 -DDV_VEC=1"));
+    /* Not decode: 9 positions, the backward, dropout, a forced plan. */
+    desc.seqlen_q = 9;
+    f = dense(&desc);
+    ck_assert_int_ne(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_DECODE);
+    desc.seqlen_q = 1;
+    f = dense(&desc);
+    ck_assert_int_ne(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_DECODE);
+    flashcl_features dropped = f;
+    dropped.dropout = 1;
+    ck_assert_int_ne(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &dropped, 8).kind, FLASHCL_KERNEL_DECODE);
+    flashcl_settings forced = s;
+    forced.forced_plan_set = 1;
+    forced.forced_plan = (flashcl_plan){16, 16, 4, 16, 0, 0};
+    forced.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+    ck_assert_int_eq(dispatch_ok(&caps, &forced, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_PORTABLE);
+    /* llvmpipe: a long cache is split so no work-group outruns the loop budget; forcing one split there gives
+     * the tiled kernel. */
+    const flashcl_device_caps pipe = device(FLASHCL_VENDOR_OTHER, 0, 32 * 1024, 1024, "llvmpipe (LLVM 15.0.6, 256 bits)");
+    desc.seqlen_k = 100000;
+    desc.dtype = FLASHCL_DTYPE_F32;
+    f = dense(&desc);
+    flashcl_settings cpu = s;
+    cpu.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+    plan = dispatch_ok(&pipe, &cpu, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_DECODE);
+    ck_assert_int_ge(plan.kv_splits, 2);
+    ck_assert_int_le(plan.split_keys, 16384);
+    cpu.kv_splits = 1;
+    ck_assert_int_eq(dispatch_ok(&pipe, &cpu, FLASHCL_PASS_FORWARD, &desc, &f, 8).kind, FLASHCL_KERNEL_PORTABLE);
 }
 END_TEST
 
@@ -419,6 +501,7 @@ static Suite *dispatch_suite(void) {
     tcase_add_test(tc, every_plan_is_consistent);
     tcase_add_test(tc, features_as_data);
     tcase_add_test(tc, split_kv_decisions);
+    tcase_add_test(tc, decode_decisions);
     suite_add_tcase(s, tc);
     return s;
 }

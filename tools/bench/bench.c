@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench_buffers.h"
+#include "bench_decode.h"
 #include "bench_options.h"
 #include "bench_record.h"
 #include "bench_report.h"
@@ -294,6 +295,7 @@ static int write_outputs(const bench_options *o, const bench_record_list *record
 }
 
 int flashcl_bench_main(int argc, char **argv) {
+    if (bench_decode_requested(argc, argv)) return bench_decode_main(argc, argv);
     bench_options options;
     switch (bench_parse_options(argc, argv, &options, stderr)) {
     case BENCH_PARSE_HELP: bench_print_usage(stdout); return BENCH_EXIT_OK;

@@ -59,6 +59,8 @@ void bench_print_usage(FILE *out) {
             "                        both times, their ratio and the FLOPs the real lengths need; the\n"
             "                        packed calls get host copies of the offsets (no blocking read-back)\n"
             "  --varlen-seed S       seed of the random lengths (default 1); they depend on S and N only\n"
+            "  --decode              the decode bench instead (KV caches, GB/s of K and V against the\n"
+            "                        copy rate): flashcl bench --decode --help\n"
             "  --help                this text\n\n"
             "Times are wall-clock medians around clFinish, one clock for both implementations.\n"
             "The check compares the outputs (forward: O; forward+backward: dQ, dK, dV) of both\n"
