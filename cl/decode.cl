@@ -14,6 +14,10 @@
 //                   unnormalised partial to part_o and part_stats in the layout cl/split_combine.cl merges
 //                   (cl/forward.cl's split-KV layout)
 //   FLASHCL_WINDOW  sliding-window mask (the only feature this kernel takes)
+//   FLASHCL_KV_CACHE  1: a KV cache (flashcl_forward_kv_cache): sequence b has cache_seqlens[b] + new_rows
+//                   keys (seqlen_k is ignored), its query rows being the last seqlen_q positions
+//   FLASHCL_KV_PAGED  1: the cache is paged: row j of sequence b is row j % page_size of page
+//                   block_table[b * max_pages + j / page_size], pages stride_b apart in K and V
 //
 // Packed rows: the group_size query heads that share KV head hk and the seqlen_q positions form
 // seqlen_q x group_size rows, row p being position p / group_size of query head hk * group_size + p % group_size.
@@ -53,6 +57,15 @@
 #endif
 #ifndef FLASHCL_SPLIT_KV
 #define FLASHCL_SPLIT_KV 0
+#endif
+#ifndef FLASHCL_KV_CACHE
+#define FLASHCL_KV_CACHE 0
+#endif
+#ifndef FLASHCL_KV_PAGED
+#define FLASHCL_KV_PAGED 0
+#endif
+#if FLASHCL_KV_PAGED && !FLASHCL_KV_CACHE
+#error "FLASHCL_KV_PAGED needs FLASHCL_KV_CACHE"
 #endif
 
 #if HEAD_DIM < 1 || HEAD_DIM > 256
@@ -132,6 +145,20 @@ inline float4 decode_load4(__global const storage_t *p, ulong index) {
 #else
 #define DECODE_SPLIT_PARAMS
 #endif
+#if FLASHCL_KV_PAGED
+#define DECODE_KV_PARAMS \
+    , __global const int *cache_seqlens, int new_rows, __global const int *block_table, int max_pages, int page_size
+// Element 0 of row `row` of this work-group's sequence and KV head in K or V.
+#define KV_ROW(p, row)                                                                                        \
+    (p##_offset + (ulong)block_table[(ulong)b * (ulong)max_pages + (ulong)((row) / page_size)] * p##_stride_b + \
+     (ulong)hk * p##_stride_h + (ulong)((row) % page_size) * p##_stride_s)
+#elif FLASHCL_KV_CACHE
+#define DECODE_KV_PARAMS , __global const int *cache_seqlens, int new_rows
+#define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
+#else
+#define DECODE_KV_PARAMS
+#define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
@@ -140,7 +167,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
-    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS) {
+    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS DECODE_KV_PARAMS) {
     __local float4 q_tile4[ROWS * DIM_PAD / 4];
     // The step's maximum candidates, [row][key]; at the end the output groups' sums, then the rows' sums. A
     // plain float array read with vload4: Mesa llvmpipe lost rows past the first that were stored and read
@@ -160,7 +187,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     const int hk = bhk - b * heads_kv;
     const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
     const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    (void)k_base, (void)v_base; /* unused with a paged cache */
     const int rows = min(ROWS, packed_rows - p0); // the real rows of this group
+#if FLASHCL_KV_CACHE
+    seqlen_k = cache_seqlens[b] + new_rows; // this sequence's keys: its cache and the rows just appended
+#endif
     // Bottom-right causal alignment: position i sees keys j <= i + diagonal.
     const int diagonal = seqlen_k - seqlen_q;
     const int first_pos = p0 / group_size, last_pos = (p0 + rows - 1) / group_size;
@@ -208,7 +239,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
         float s[ROWS];
         for (int r = 0; r < ROWS; ++r) s[r] = 0.0f;
         if (col < key_end) {
-            const ulong k_row = k_base + (ulong)col * k_stride_s;
+            const ulong k_row = KV_ROW(k, col);
 #if KV_VEC == 8
             for (int c0 = 0; c0 < K_CHUNKS; c0 += K_BATCH) {
                 raw8_t raw[K_BATCH];
@@ -289,7 +320,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
                 float vx[V_BATCH][DV_VEC];
                 for (int u = 0; u < V_BATCH; ++u) {
                     const int key = kb + u * PV_GROUPS;
-                    const ulong at = v_base + (ulong)(k0 + min(key, keys - 1)) * v_stride_s + (ulong)(dv * DV_VEC);
+                    const ulong at = KV_ROW(v, k0 + min(key, keys - 1)) + (ulong)(dv * DV_VEC);
 #if DV_VEC == 8
                     const float8 x = decode_unpack8(decode_load8(v, at));
                     vx[u][0] = x.s0, vx[u][1] = x.s1, vx[u][2] = x.s2, vx[u][3] = x.s3;

@@ -538,6 +538,72 @@ FLASHCL_API flashcl_status flashcl_context_set_kv_splits(flashcl_context *ctx, i
  * to rounding (the same online softmax, sums grouped by other blocks). */
 FLASHCL_API flashcl_status flashcl_context_set_decode_kernel(flashcl_context *ctx, int enabled);
 
+/* ------------------------------------------------------------------------ */
+/* KV cache (inference)                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* A key/value cache and what a call does with it (flashcl_forward_kv_cache),
+ * modelled on flash-attn's flash_attn_with_kvcache. Fill it with
+ * flashcl_kv_cache_init, then set the fields.
+ *
+ * Layout. Contiguous (page_size 0): k and v view (batch, capacity, heads_kv,
+ * head_dim) with any strides (stride_batch between sequences, stride_seq
+ * between rows). Paged (page_size > 0): k and v view (num_pages, page_size,
+ * heads_kv, head_dim), stride_batch between pages, stride_seq between the
+ * rows of a page; block_table (batch, max_pages) int32 names the page that
+ * holds rows [j * page_size, (j + 1) * page_size) of sequence b at entry
+ * b * max_pages + j. Pages may be shared between sequences for reading
+ * (prefix sharing); the pages an append writes must belong to one sequence
+ * alone (refused otherwise: FLASHCL_ERROR_INVALID_ARGUMENT).
+ *
+ * Lengths. cache_seqlens (batch) int32: the rows already in sequence b's
+ * cache. Without new rows sequence b attends to its first cache_seqlens[b]
+ * rows. With k_new and v_new ((batch, seqlen_q, heads_kv, head_dim) views,
+ * seqlen_q the call's query rows), the call first writes them into the
+ * cache at rows cache_seqlens[b] .. cache_seqlens[b] + seqlen_q - 1, then
+ * attends to cache_seqlens[b] + seqlen_q rows; the caller advances its
+ * lengths afterwards (cache_seqlens is only read). The query rows are the
+ * last seqlen_q positions of their sequence: a causal mask is aligned
+ * bottom-right per sequence, so chunked prefill works. Host copies
+ * (cache_seqlens_host, block_table_host), if given, must equal the buffers:
+ * the call validates against them without reading the device; without
+ * them it reads the buffers back (blocking) to validate. */
+typedef struct flashcl_kv_cache {
+    flashcl_tensor k, v;
+    int capacity;   /* contiguous: rows per sequence */
+    int page_size;  /* 0: contiguous; rows per page */
+    int num_pages;  /* paged: pages in k and v */
+    cl_mem block_table; /* paged: (batch, max_pages) int32 */
+    int max_pages;
+    const int32_t *block_table_host;
+    cl_mem cache_seqlens; /* (batch) int32 */
+    const int32_t *cache_seqlens_host;
+    const flashcl_tensor *k_new, *v_new; /* both or neither */
+} flashcl_kv_cache;
+
+/* Zero lengths, no buffers, contiguous. */
+FLASHCL_API void flashcl_kv_cache_init(flashcl_kv_cache *cache);
+
+/* Attention of q against a KV cache, with an optional append first.
+ * desc: batch, heads_q, heads_kv, seqlen_q (query rows per sequence),
+ * head_dim, dtype, scale, causal and the sliding window as for
+ * flashcl_forward; seqlen_k is ignored (each sequence has its own length).
+ * q, o: (batch, heads_q, seqlen_q, head_dim) views; lse as for
+ * flashcl_forward, NULL allowed. Runs the decode kernel
+ * (FLASHCL_KERNEL_DECODE) whatever seqlen_q, split along the keys as
+ * flashcl_context_set_kv_splits says. Refused (nothing enqueued, nothing
+ * written): dropout, a block mask or a packed batch (FLASHCL_ERROR_UNSUPPORTED);
+ * negative lengths, lengths (plus the new rows) past the capacity or past
+ * max_pages * page_size, page indices outside [0, num_pages), a written page
+ * shared with another sequence, buffers too small
+ * (FLASHCL_ERROR_INVALID_ARGUMENT or _BUFFER_TOO_SMALL); an output
+ * overlapping another tensor, the caches included (FLASHCL_ERROR_ALIASING). */
+FLASHCL_API flashcl_status flashcl_forward_kv_cache(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                                    const flashcl_tensor *q, const flashcl_kv_cache *cache,
+                                                    const flashcl_tensor *o, const flashcl_tensor *lse,
+                                                    cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
+                                                    cl_event *event);
+
 /* The kernel family that runs a call (flashcl_call_stats.kernel). Every
  * report of a call (flashcl_last_call_stats, flashcl_explain_call, the CLI's
  * run, bench and devices output, JSON and CSV) names it with

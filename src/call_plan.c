@@ -32,7 +32,23 @@ flashcl_status flashcl_plan_call(flashcl_context *ctx, flashcl_pass pass, const 
     const flashcl_settings settings = settings_of(ctx, pass);
     const flashcl_tensor *const kv[2] = {k, v};
     const flashcl_problem problem = {pass, desc, features, flashcl_views_alignment(views, view_count),
-                                     flashcl_views_alignment(kv, 2)};
+                                     flashcl_views_alignment(kv, 2), 0, 0};
+    return dispatch_on(ctx, &settings, &problem, plan);
+}
+
+flashcl_status flashcl_plan_kv_cache_call(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                          const flashcl_features *features, const flashcl_tensor *const *views,
+                                          int view_count, const flashcl_tensor *k, const flashcl_tensor *v,
+                                          int paged, int append, flashcl_exec_plan *plan) {
+    const flashcl_settings settings = settings_of(ctx, FLASHCL_PASS_FORWARD);
+    const flashcl_tensor *const kv[2] = {k, v};
+    const flashcl_problem problem = {FLASHCL_PASS_FORWARD,
+                                     desc,
+                                     features,
+                                     flashcl_views_alignment(views, view_count),
+                                     flashcl_views_alignment(kv, 2),
+                                     paged ? 2 : 1,
+                                     append};
     return dispatch_on(ctx, &settings, &problem, plan);
 }
 
@@ -58,7 +74,7 @@ static flashcl_status plan_contiguous(flashcl_context *ctx, const flashcl_settin
     const flashcl_tensor row = {NULL, 0, 0, 0, (size_t)desc->head_dim};
     const flashcl_tensor *const views[1] = {&row};
     const int alignment = flashcl_views_alignment(views, 1);
-    const flashcl_problem problem = {pass, desc, &features, alignment, alignment};
+    const flashcl_problem problem = {pass, desc, &features, alignment, alignment, 0, 0};
     return dispatch_on(ctx, settings, &problem, plan);
 }
 

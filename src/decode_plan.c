@@ -49,10 +49,12 @@ static size_t iterations_per_step(size_t d, size_t rows, size_t threads) {
 int flashcl_decode_applies(const flashcl_settings *s, const flashcl_problem *p) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_features *f = p->features;
-    if (s->impl != FLASHCL_IMPL_FLASH || p->pass != FLASHCL_PASS_FORWARD || s->decode_off || s->forced_plan_set)
+    if (p->pass != FLASHCL_PASS_FORWARD || f->block_mask || f->dropout || f->varlen.on || desc->head_dim > 256)
         return 0;
-    if (f->block_mask || f->dropout || f->varlen.on) return 0;
-    return desc->seqlen_q <= DECODE_MAX_QUERIES && desc->head_dim <= 256;
+    /* A KV cache has no other kernel. */
+    if (p->kv_cache) return 1;
+    if (s->impl != FLASHCL_IMPL_FLASH || s->decode_off || s->forced_plan_set) return 0;
+    return desc->seqlen_q <= DECODE_MAX_QUERIES;
 }
 
 int flashcl_decode_tiles(const flashcl_device_caps *caps, const flashcl_problem *p, flashcl_plan *tiles) {
@@ -102,6 +104,17 @@ void flashcl_decode_program(const flashcl_problem *p, flashcl_exec_plan *plan) {
              "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DDECODE_ROWS=%d -DDECODE_THREADS=%zu -DKV_VEC=%d -DDV_VEC=%d",
              (int)desc->dtype, desc->head_dim, t->block_q, t->work_group_size, vec, dv);
     flashcl_features_options(p->features, plan->options, sizeof plan->options);
+    if (p->kv_cache) {
+        const size_t used = strlen(plan->options);
+        snprintf(plan->options + used, sizeof plan->options - used, " -DFLASHCL_KV_CACHE=1%s",
+                 p->kv_cache == 2 ? " -DFLASHCL_KV_PAGED=1" : "");
+    }
+    if (p->kv_append) {
+        plan->kernel_names[FLASHCL_KERNEL_APPEND] = "flashcl_kv_append";
+        plan->kernel_programs[FLASHCL_KERNEL_APPEND] = "kv_append.cl";
+        snprintf(plan->append_options, sizeof plan->append_options, "-DFLASHCL_DTYPE=%d -DFLASHCL_KV_PAGED=%d",
+                 (int)desc->dtype, p->kv_cache == 2);
+    }
     const size_t packed = (size_t)desc->seqlen_q * (size_t)(desc->heads_q / desc->heads_kv);
     plan->work_dims[0] = 2;
     plan->global[0][0] = ceil_div(packed, (size_t)t->block_q) * t->work_group_size;

@@ -361,7 +361,7 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
     memset(plan, 0, sizeof *plan);
     plan->impl = settings->impl;
     plan->pass = problem->pass;
-    if (settings->impl == FLASHCL_IMPL_STANDARD) {
+    if (settings->impl == FLASHCL_IMPL_STANDARD && !problem->kv_cache) {
         if (flashcl_features_any(problem->features))
             return refuse(reason, reason_size, FLASHCL_ERROR_UNSUPPORTED,
                           "the standard implementation has no %s; select FLASHCL_IMPL_FLASH",
@@ -383,6 +383,14 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
             flashcl_decode_io_bytes(problem, &plan->tiles) + split_bytes(plan, desc->head_dim);
         return FLASHCL_SUCCESS;
     }
+    /* A KV cache has no other kernel (its paging and lengths live in cl/decode.cl alone). */
+    if (problem->kv_cache)
+        return refuse(reason, reason_size, FLASHCL_ERROR_UNSUPPORTED,
+                      "the KV-cache call needs the decode kernel, which cannot run it on %s (head_dim %d, local "
+                      "memory %zu bytes, work-group %zu; on a device with a loop budget, too few key chunks: "
+                      "capacity %d, kv_splits %d)",
+                      caps->name, desc->head_dim, caps->limits.local_mem_bytes, caps->limits.max_work_group_size,
+                      desc->seqlen_k, settings->kv_splits);
     memset(plan, 0, sizeof *plan);
     plan->impl = settings->impl;
     plan->pass = problem->pass;

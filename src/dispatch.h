@@ -28,13 +28,18 @@ typedef struct flashcl_problem {
     /* The largest of 8, 4, 2, 1 elements dividing the offset and strides of
      * every tensor view of the call, and of K and V alone (flashcl_views_alignment). */
     int views_alignment, kv_alignment;
+    /* flashcl_forward_kv_cache: 0 none, 1 a contiguous cache, 2 a paged one
+     * (the decode kernel, whatever seqlen_q; desc->seqlen_k the most keys a
+     * sequence may have); kv_append: new rows are written first. */
+    int kv_cache, kv_append;
 } flashcl_problem;
 
 /* Kernels of one plan: the forward has one, the backward three (D =
  * rowsum(dO * O), then dK/dV and dQ, which both read D). */
 enum { FLASHCL_KERNEL_MAIN = 0, FLASHCL_KERNEL_DELTA = 0, FLASHCL_KERNEL_DKDV = 1, FLASHCL_KERNEL_DQ = 2 };
-/* A split-KV forward's second kernel: the combine (cl/split_combine.cl). */
-enum { FLASHCL_KERNEL_COMBINE = 1 };
+/* A split-KV forward's second kernel: the combine (cl/split_combine.cl); a
+ * KV-cache call's append (cl/kv_append.cl), enqueued before the main one. */
+enum { FLASHCL_KERNEL_COMBINE = 1, FLASHCL_KERNEL_APPEND = 2 };
 
 typedef struct flashcl_exec_plan {
     flashcl_impl impl;
@@ -48,6 +53,7 @@ typedef struct flashcl_exec_plan {
      * common.cl alone; NULL: the main program. */
     const char *kernel_programs[3];
     char aux_options[96];
+    char append_options[64]; /* the append kernel's (its program's own) */
     /* The cl/ files placed between common.cl and the program (the
      * tensor-core kernels' mma.cl, backend file, mma_operands.cl); NULL-terminated. */
     const char *prelude[4];

@@ -36,6 +36,6 @@ flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_
     if (plan.kind == FLASHCL_KERNEL_STANDARD)
         return flashcl_standard_forward(ctx, &plan, desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list,
                                         event);
-    return flashcl_launch_forward(ctx, &plan, desc, &features, q, k, v, o, lse, num_events_in_wait_list,
+    return flashcl_launch_forward(ctx, &plan, desc, &features, q, k, v, o, lse, NULL, num_events_in_wait_list,
                                   event_wait_list, event);
 }

@@ -5,11 +5,14 @@
 
 #include "call_plan.h"
 
+/* cache: a KV-cache call's cache (k and v are then its k and v; the
+ * append kernel runs first when the plan has one); NULL otherwise. */
 flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_plan *plan,
                                       const flashcl_attention_desc *desc, const flashcl_features *features,
                                       const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
-                                      const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
-                                      const cl_event *wait_list, cl_event *event);
+                                      const flashcl_tensor *o, const flashcl_tensor *lse,
+                                      const flashcl_kv_cache *cache, cl_uint num_events, const cl_event *wait_list,
+                                      cl_event *event);
 
 /* The tensors of a backward call, in the kernels' order. */
 typedef struct flashcl_backward_tensors {

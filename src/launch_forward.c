@@ -42,18 +42,57 @@ static cl_int combine_arguments(cl_kernel kernel, const flashcl_exec_plan *plan,
     return a.error;
 }
 
+/* The append kernel's arguments (cl/kv_append.cl). */
+static cl_int append_arguments(cl_kernel kernel, const flashcl_attention_desc *desc, const flashcl_kv_cache *c) {
+    flashcl_kernel_args a = {kernel, 0, CL_SUCCESS};
+    flashcl_arg_tensor(&a, c->k_new);
+    flashcl_arg_tensor(&a, c->v_new);
+    flashcl_arg_tensor(&a, &c->k);
+    flashcl_arg_tensor(&a, &c->v);
+    flashcl_arg_mem(&a, c->cache_seqlens);
+    flashcl_arg_int(&a, desc->batch);
+    flashcl_arg_int(&a, desc->seqlen_q);
+    flashcl_arg_int(&a, desc->heads_kv);
+    flashcl_arg_int(&a, desc->head_dim);
+    if (c->page_size > 0) {
+        flashcl_arg_mem(&a, c->block_table);
+        flashcl_arg_int(&a, c->max_pages);
+        flashcl_arg_int(&a, c->page_size);
+    }
+    return a.error;
+}
+
+/* Enqueues the append (one work-item per new element), returning its event in *done. */
+static flashcl_status enqueue_append(flashcl_context *ctx, cl_kernel kernel, const flashcl_attention_desc *desc,
+                                     const flashcl_kv_cache *cache, cl_uint num_events, const cl_event *wait_list,
+                                     cl_event *done) {
+    cl_int err = append_arguments(kernel, desc, cache);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clSetKernelArg (KV-cache append)");
+    const size_t local = 64;
+    const size_t count = (size_t)desc->batch * (size_t)desc->seqlen_q * (size_t)desc->heads_kv * (size_t)desc->head_dim;
+    const size_t global = (count + local - 1) / local * local;
+    err = clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, &local, num_events, wait_list, done);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (KV-cache append)");
+    return FLASHCL_SUCCESS;
+}
+
 flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_plan *plan,
                                       const flashcl_attention_desc *desc, const flashcl_features *features,
                                       const flashcl_tensor *q, const flashcl_tensor *k, const flashcl_tensor *v,
-                                      const flashcl_tensor *o, const flashcl_tensor *lse, cl_uint num_events,
-                                      const cl_event *wait_list, cl_event *event) {
+                                      const flashcl_tensor *o, const flashcl_tensor *lse,
+                                      const flashcl_kv_cache *cache, cl_uint num_events, const cl_event *wait_list,
+                                      cl_event *event) {
     const int split = plan->kv_splits > 1;
-    cl_kernel kernel, combine = NULL;
+    const int append = plan->kernel_programs[FLASHCL_KERNEL_APPEND] != NULL;
+    cl_kernel kernel, combine = NULL, appender = NULL;
     flashcl_status status =
         flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options, &kernel);
     if (status == FLASHCL_SUCCESS && split)
         status = flashcl_get_kernel(ctx, plan->kernel_programs[FLASHCL_KERNEL_COMBINE],
                                     plan->kernel_names[FLASHCL_KERNEL_COMBINE], plan->aux_options, &combine);
+    if (status == FLASHCL_SUCCESS && append)
+        status = flashcl_get_kernel(ctx, plan->kernel_programs[FLASHCL_KERNEL_APPEND],
+                                    plan->kernel_names[FLASHCL_KERNEL_APPEND], plan->append_options, &appender);
     if (status != FLASHCL_SUCCESS) return status;
     split_scratch parts = {NULL, NULL};
     if (split && (status = split_allocate(ctx, plan, desc->head_dim, &parts))) {
@@ -72,6 +111,18 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
         num_events = 1;
         wait_list = &tiles_done;
     }
+    /* The new rows land in the cache before the attention reads it. */
+    cl_event appended = NULL;
+    if (append) {
+        if ((status = enqueue_append(ctx, appender, desc, cache, num_events, wait_list, &appended))) {
+            if (tiles_done) clReleaseEvent(tiles_done);
+            flashcl_tile_mask_release(&tiles);
+            split_release(&parts);
+            return status;
+        }
+        num_events = 1;
+        wait_list = &appended;
+    }
     flashcl_kernel_args args = {kernel, 0, CL_SUCCESS};
     /* The tensor-core kernel takes no features (the dispatcher gives it
      * none), so its causal flag is the desc's. */
@@ -82,6 +133,15 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
         flashcl_arg_int(&args, plan->split_keys);
     }
     if (plan->portable_args) flashcl_arg_features(&args, features, &tiles);
+    if (cache) {
+        flashcl_arg_mem(&args, cache->cache_seqlens);
+        flashcl_arg_int(&args, append ? desc->seqlen_q : 0);
+        if (cache->page_size > 0) {
+            flashcl_arg_mem(&args, cache->block_table);
+            flashcl_arg_int(&args, cache->max_pages);
+            flashcl_arg_int(&args, cache->page_size);
+        }
+    }
     cl_int err = args.error;
     if (err == CL_SUCCESS && split) err = combine_arguments(combine, plan, desc, &parts, q, o, lse);
     if (err != CL_SUCCESS) {
@@ -110,6 +170,7 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
 done:
     /* Enqueued kernels keep the summary and the partials alive until they finish. */
     if (tiles_done) clReleaseEvent(tiles_done);
+    if (appended) clReleaseEvent(appended);
     if (main_done) clReleaseEvent(main_done);
     flashcl_tile_mask_release(&tiles);
     split_release(&parts);

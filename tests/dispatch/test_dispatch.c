@@ -57,7 +57,7 @@ static flashcl_features dense(const flashcl_attention_desc *desc) {
 
 static flashcl_exec_plan dispatch_ok(const flashcl_device_caps *caps, const flashcl_settings *s, flashcl_pass pass,
                                      const flashcl_attention_desc *desc, const flashcl_features *f, int alignment) {
-    const flashcl_problem p = {pass, desc, f, alignment, alignment};
+    const flashcl_problem p = {pass, desc, f, alignment, alignment, 0, 0};
     flashcl_exec_plan plan;
     char reason[512] = "";
     const flashcl_status status = flashcl_dispatch(caps, s, &p, &plan, reason, sizeof reason);
@@ -220,7 +220,7 @@ START_TEST(refusals_say_why) {
     const flashcl_device_caps caps = device(FLASHCL_VENDOR_OTHER, 0, 32 * 1024, 256, "small device");
     const flashcl_attention_desc desc = problem_desc(4096, 64, FLASHCL_DTYPE_F32, 0);
     const flashcl_features f = dense(&desc);
-    const flashcl_problem p = {FLASHCL_PASS_BACKWARD, &desc, &f, 8, 8};
+    const flashcl_problem p = {FLASHCL_PASS_BACKWARD, &desc, &f, 8, 8, 0, 0};
     flashcl_exec_plan plan;
     char reason[512];
     flashcl_settings s = defaults();
@@ -242,12 +242,12 @@ START_TEST(refusals_say_why) {
     ck_assert_uint_eq(plan.extra_device_bytes, (size_t)2 * 8 * 4096 * 4096 * 4 * 2);
     const flashcl_attention_desc half = problem_desc(64, 64, FLASHCL_DTYPE_F16, 0);
     const flashcl_features hf = dense(&half);
-    const flashcl_problem hp = {FLASHCL_PASS_FORWARD, &half, &hf, 8, 8};
+    const flashcl_problem hp = {FLASHCL_PASS_FORWARD, &half, &hf, 8, 8, 0, 0};
     ck_assert_int_eq(flashcl_dispatch(&caps, &s, &hp, &plan, reason, sizeof reason), FLASHCL_ERROR_UNSUPPORTED);
     flashcl_attention_desc dropout = desc;
     dropout.dropout_p = 0.1f;
     const flashcl_features df = dense(&dropout);
-    const flashcl_problem dp = {FLASHCL_PASS_FORWARD, &dropout, &df, 8, 8};
+    const flashcl_problem dp = {FLASHCL_PASS_FORWARD, &dropout, &df, 8, 8, 0, 0};
     ck_assert_int_eq(flashcl_dispatch(&caps, &s, &dp, &plan, reason, sizeof reason), FLASHCL_ERROR_UNSUPPORTED);
     ck_assert_msg(strstr(reason, "no dropout"), "%s", reason);
 }
@@ -277,7 +277,7 @@ START_TEST(every_plan_is_consistent) {
                                 s.f32_precision = FLASHCL_F32_3XTF32;
                                 const flashcl_attention_desc desc = problem_desc(777, dims[d], (flashcl_dtype)dt, 1);
                                 const flashcl_features f = dense(&desc);
-                                const flashcl_problem p = {(flashcl_pass)pass, &desc, &f, 8, 8};
+                                const flashcl_problem p = {(flashcl_pass)pass, &desc, &f, 8, 8, 0, 0};
                                 flashcl_exec_plan plan;
                                 char reason[512];
                                 const flashcl_status status = flashcl_dispatch(&caps, &s, &p, &plan, reason, sizeof reason);
@@ -342,7 +342,7 @@ START_TEST(features_as_data) {
             ck_assert_msg(strstr(plan.options, define), "%s: %s", defs[i].name, plan.options);
         }
         s.impl = FLASHCL_IMPL_STANDARD;
-        const flashcl_problem p = {FLASHCL_PASS_FORWARD, &desc, &f, 8, 8};
+        const flashcl_problem p = {FLASHCL_PASS_FORWARD, &desc, &f, 8, 8, 0, 0};
         flashcl_exec_plan plan;
         char reason[512];
         ck_assert_int_eq(flashcl_dispatch(&caps, &s, &p, &plan, reason, sizeof reason), FLASHCL_ERROR_UNSUPPORTED);

@@ -159,7 +159,7 @@ static int plan_build(const flashcl_device_caps *caps, const family *fam, flashc
     s.kv_splits = fam->kv_splits;
     /* Few-row calls go to the decode kernel unless the row is about another family. */
     s.decode_off = strcmp(fam->program, "decode.cl") != 0;
-    const flashcl_problem problem = {fam->pass, &desc, &f, 8, 8};
+    const flashcl_problem problem = {fam->pass, &desc, &f, 8, 8, 0, 0};
     flashcl_exec_plan plan;
     char reason[512] = "";
     if (flashcl_dispatch(caps, &s, &problem, &plan, reason, sizeof reason) != FLASHCL_SUCCESS) {

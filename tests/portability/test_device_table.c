@@ -93,7 +93,7 @@ static flashcl_status plan_for(const flashcl_device_caps *caps, flashcl_pass pas
     s.impl = FLASHCL_IMPL_FLASH;
     s.tensor_cores = FLASHCL_TENSOR_CORES_AUTO;
     s.f32_precision = FLASHCL_F32_FULL;
-    const flashcl_problem p = {pass, &desc, &f, 8, 8};
+    const flashcl_problem p = {pass, &desc, &f, 8, 8, 0, 0};
     return flashcl_dispatch(caps, &s, &p, plan, reason, size);
 }
 

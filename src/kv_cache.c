@@ -1,0 +1,197 @@
+/* kv_cache.c: flashcl_forward_kv_cache: validate the cache and its lengths (nothing is enqueued on an error),
+ * dispatch (the decode kernel, kv_cache set), launch (append first, then the attention). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch.h"
+#include "validate.h"
+
+void flashcl_kv_cache_init(flashcl_kv_cache *cache) {
+    if (cache) memset(cache, 0, sizeof *cache);
+}
+
+/* The most keys a sequence of the cache may hold. */
+static long long cache_keys(const flashcl_kv_cache *c) {
+    return c->page_size > 0 ? (long long)c->max_pages * c->page_size : (long long)c->capacity;
+}
+
+static flashcl_status check_layout(flashcl_context *ctx, const flashcl_kv_cache *c) {
+    if (c->page_size < 0)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "kv cache: page_size %d is negative", c->page_size);
+    if (c->page_size == 0 && c->capacity < 1)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "kv cache: capacity %d (contiguous cache) must be >= 1",
+                            c->capacity);
+    if (c->page_size > 0 && (c->num_pages < 1 || c->max_pages < 1 || !c->block_table))
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                            "kv cache: a paged cache needs num_pages >= 1 (%d), max_pages >= 1 (%d) and a block_table",
+                            c->num_pages, c->max_pages);
+    if (cache_keys(c) > 0x7fffffffLL)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "kv cache: max_pages x page_size exceeds 2^31 - 1");
+    if (!c->cache_seqlens)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "kv cache: cache_seqlens is NULL");
+    if ((c->k_new == NULL) != (c->v_new == NULL))
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "kv cache: give both k_new and v_new, or neither");
+    return FLASHCL_SUCCESS;
+}
+
+/* count int32 values of buffer: the host copy if given, else read back (blocking, after the wait list). */
+static flashcl_status read_ints(flashcl_context *ctx, const char *name, cl_mem buffer, const int32_t *host,
+                                size_t count, cl_uint num_events, const cl_event *wait_list, int32_t *out) {
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clGetMemObjectInfo (kv cache lengths or block table)");
+    if (size < count * sizeof(int32_t))
+        return flashcl_fail(ctx, FLASHCL_ERROR_BUFFER_TOO_SMALL, "kv cache: %s holds %zu bytes, the call needs %zu",
+                            name, size, count * sizeof(int32_t));
+    if (host) {
+        memcpy(out, host, count * sizeof(int32_t));
+        return FLASHCL_SUCCESS;
+    }
+    err = clEnqueueReadBuffer(ctx->queue, buffer, CL_TRUE, 0, count * sizeof(int32_t), out, num_events, wait_list,
+                              NULL);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clEnqueueReadBuffer (kv cache lengths or block table)");
+    return FLASHCL_SUCCESS;
+}
+
+/* Every sequence's length (plus the new rows) within the cache, its pages in range, and no page an append
+ * writes seen by another sequence or twice. */
+static flashcl_status check_lengths(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                    const flashcl_kv_cache *c, int append, cl_uint num_events,
+                                    const cl_event *wait_list) {
+    const size_t batch = (size_t)desc->batch, entries = c->page_size > 0 ? batch * (size_t)c->max_pages : 0;
+    int32_t *lens = malloc(batch * sizeof *lens), *table = entries ? malloc(entries * sizeof *table) : NULL;
+    long long *writer = c->page_size > 0 ? malloc((size_t)c->num_pages * sizeof *writer) : NULL;
+    flashcl_status status = FLASHCL_SUCCESS;
+    if (!lens || (entries && (!table || !writer))) {
+        status = flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "kv cache: out of host memory");
+        goto done;
+    }
+    status = read_ints(ctx, "cache_seqlens", c->cache_seqlens, c->cache_seqlens_host, batch, num_events, wait_list,
+                       lens);
+    if (status == FLASHCL_SUCCESS && entries)
+        status = read_ints(ctx, "block_table", c->block_table, c->block_table_host, entries, num_events, wait_list,
+                           table);
+    if (status != FLASHCL_SUCCESS) goto done;
+    const long long added = append ? desc->seqlen_q : 0, keys = cache_keys(c);
+    for (size_t b = 0; b < batch; ++b) {
+        if (lens[b] < 0) {
+            status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "kv cache: cache_seqlens[%zu] = %d is negative",
+                                  b, (int)lens[b]);
+            goto done;
+        }
+        if (lens[b] + added > keys) {
+            status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                  "kv cache: sequence %zu: %d cached rows + %lld new exceed the cache's %lld rows%s", b,
+                                  (int)lens[b], added, keys,
+                                  c->page_size > 0 ? " (max_pages x page_size)" : " (capacity)");
+            goto done;
+        }
+    }
+    if (!entries) goto done;
+    /* Pages: every entry a sequence uses in range; the pages an append writes owned by one entry alone. */
+    for (int p = 0; p < c->num_pages; ++p) writer[p] = -1;
+    for (size_t b = 0; b < batch; ++b) {
+        const long long first = append ? lens[b] / c->page_size : 0, end = (lens[b] + added + c->page_size - 1) / c->page_size;
+        for (long long j = 0; j < end; ++j) {
+            const int32_t page = table[b * (size_t)c->max_pages + (size_t)j];
+            if (page < 0 || page >= c->num_pages) {
+                status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                      "kv cache: block_table[%zu][%lld] = %d is outside the %d pages", b, j,
+                                      (int)page, c->num_pages);
+                goto done;
+            }
+            if (append && lens[b] + added > lens[b] && j >= first) writer[page] = (long long)b * c->max_pages + j;
+        }
+    }
+    if (append) {
+        for (size_t b = 0; b < batch; ++b) {
+            const long long end = (lens[b] + added + c->page_size - 1) / c->page_size;
+            for (long long j = 0; j < end; ++j) {
+                const int32_t page = table[b * (size_t)c->max_pages + (size_t)j];
+                const long long entry = (long long)b * c->max_pages + j;
+                if (writer[page] >= 0 && writer[page] != entry) {
+                    status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                          "kv cache: page %d receives new rows of sequence %lld and is also used at "
+                                          "block_table[%zu][%lld]: pages an append writes must not be shared",
+                                          (int)page, writer[page] / c->max_pages, b, j);
+                    goto done;
+                }
+            }
+        }
+    }
+done:
+    free(lens);
+    free(table);
+    free(writer);
+    return status;
+}
+
+/* Shapes, contexts and sizes of every tensor; no output overlapping another tensor or the length buffers. */
+static flashcl_status check_tensors(flashcl_context *ctx, const flashcl_attention_desc *d, const flashcl_tensor *q,
+                                    const flashcl_kv_cache *c, const flashcl_tensor *o, const flashcl_tensor *lse) {
+    flashcl_shape q_shape, kv_shape, lse_shape;
+    flashcl_attention_shapes(d, &q_shape, &kv_shape, &lse_shape);
+    const size_t e = flashcl_dtype_size(d->dtype);
+    const int paged = c->page_size > 0, append = c->k_new != NULL;
+    const flashcl_shape cache_shape = {paged ? (size_t)c->num_pages : (size_t)d->batch, (size_t)d->heads_kv,
+                                       paged ? (size_t)c->page_size : (size_t)c->capacity, (size_t)d->head_dim, e};
+    const flashcl_shape new_shape = {(size_t)d->batch, (size_t)d->heads_kv, (size_t)d->seqlen_q, (size_t)d->head_dim,
+                                     e};
+    enum { Q, K, V, KN, VN, O, LSE, SEQLENS, TABLE, COUNT };
+    const char *names[COUNT] = {"q", "k cache", "v cache", "k_new", "v_new", "o", "lse", "cache_seqlens",
+                                "block_table"};
+    flashcl_extent x[COUNT];
+    int present[COUNT] = {1, 1, 1, append, append, 1, lse != NULL, 1, paged};
+    int output[COUNT] = {0, append, append, 0, 0, 1, 1, 0, 0};
+    flashcl_status status;
+    if ((status = flashcl_validate_tensor(ctx, "q", q, &q_shape, 0, &x[Q])) ||
+        (status = flashcl_validate_tensor(ctx, "k cache", &c->k, &cache_shape, append, &x[K])) ||
+        (status = flashcl_validate_tensor(ctx, "v cache", &c->v, &cache_shape, append, &x[V])) ||
+        (append && (status = flashcl_validate_tensor(ctx, "k_new", c->k_new, &new_shape, 0, &x[KN]))) ||
+        (append && (status = flashcl_validate_tensor(ctx, "v_new", c->v_new, &new_shape, 0, &x[VN]))) ||
+        (status = flashcl_validate_tensor(ctx, "o", o, &q_shape, 1, &x[O])) ||
+        (lse && (status = flashcl_validate_tensor(ctx, "lse", lse, &lse_shape, 1, &x[LSE]))))
+        return status;
+    flashcl_byte_extent(c->cache_seqlens, 0, (size_t)d->batch * sizeof(int32_t), &x[SEQLENS]);
+    if (paged) flashcl_byte_extent(c->block_table, 0, (size_t)d->batch * (size_t)c->max_pages * sizeof(int32_t), &x[TABLE]);
+    for (int i = 0; i < COUNT; ++i) {
+        if (!present[i] || !output[i]) continue;
+        for (int j = 0; j < COUNT; ++j) {
+            if (j == i || !present[j]) continue;
+            if ((status = flashcl_check_no_overlap(ctx, names[i], &x[i], names[j], &x[j]))) return status;
+        }
+    }
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_forward_kv_cache(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                        const flashcl_tensor *q, const flashcl_kv_cache *cache,
+                                        const flashcl_tensor *o, const flashcl_tensor *lse,
+                                        cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
+                                        cl_event *event) {
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_kv_cache: ctx is NULL");
+    flashcl_clear_error(ctx);
+    if (!desc || !cache)
+        return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_kv_cache: desc or cache is NULL");
+    flashcl_status status = check_layout(ctx, cache);
+    if (status != FLASHCL_SUCCESS) return status;
+    /* The call as the kernels see it: seqlen_k the most keys a sequence may have. */
+    flashcl_attention_desc d = *desc;
+    d.seqlen_k = (int)cache_keys(cache);
+    if ((status = flashcl_validate_desc(ctx, &d))) return status;
+    if (d.dropout_p > 0.0f)
+        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "flashcl_forward_kv_cache: no dropout (inference only)");
+    if ((status = check_tensors(ctx, &d, q, cache, o, lse))) return status;
+    if ((status = flashcl_validate_wait_list(ctx, num_events_in_wait_list, event_wait_list))) return status;
+    const int append = cache->k_new != NULL;
+    if ((status = check_lengths(ctx, &d, cache, append, num_events_in_wait_list, event_wait_list))) return status;
+    flashcl_features features;
+    if ((status = flashcl_features_resolve(ctx, &d, NULL, &features))) return status;
+    flashcl_exec_plan plan;
+    const flashcl_tensor *const views[] = {q, o};
+    if ((status = flashcl_plan_kv_cache_call(ctx, &d, &features, views, 2, &cache->k, &cache->v, cache->page_size > 0,
+                                             append, &plan)))
+        return status;
+    return flashcl_launch_forward(ctx, &plan, &d, &features, q, &cache->k, &cache->v, o, lse, cache,
+                                  num_events_in_wait_list, event_wait_list, event);
+}

@@ -1,0 +1,418 @@
+/* test_kv_cache.c: flashcl_forward_kv_cache against the double reference, one sequence at a time: contiguous and
+ * paged caches (pages out of order, pages shared between sequences for reading), per-sequence lengths (0 and at
+ * capacity), appending new rows (they land where they should, nothing else in the cache changes), Sq > 1 causal
+ * (bottom-right per sequence), GQA groups 1, 4 and 8, every storage type, forced split counts; and bad input: a
+ * clear error and nothing written. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "half_float.h"
+#include "test_support.h"
+
+typedef struct kv_case {
+    const char *name;
+    int batch, heads_q, heads_kv, seqlen_q, head_dim, causal;
+    flashcl_dtype dtype;
+    int page_size;      /* 0: contiguous */
+    int capacity;       /* contiguous rows per sequence, or pages per sequence (max_pages) */
+    int num_pages;      /* paged */
+    int lens[4];        /* cache_seqlens */
+    int append;         /* new rows (seqlen_q of them) */
+    int shared_prefix;  /* paged: sequences 0 and 1 share their first this many pages (read only) */
+    int window_left;    /* >= 0: a sliding window of this many keys to the left */
+} kv_case;
+
+/* The host model of one call: every array as floats rounded to the storage type, caches in their own layout. */
+typedef struct kv_host {
+    size_t q_count, cache_count, new_count;
+    float *q, *k_cache, *v_cache, *k_new, *v_new;
+    int32_t *table, *lens;
+    size_t cache_rows; /* rows of one head's view: B x capacity or num_pages x page_size */
+} kv_host;
+
+static size_t elem_size(flashcl_dtype dtype) { return dtype == FLASHCL_DTYPE_F32 ? 4 : 2; }
+
+/* The bits of x as dtype's storage, written at out (elem_size bytes). */
+static void store_element(float x, flashcl_dtype dtype, unsigned char *out) {
+    if (dtype == FLASHCL_DTYPE_F32) {
+        memcpy(out, &x, 4);
+    } else {
+        const uint16_t bits = dtype == FLASHCL_DTYPE_F16 ? float_to_half(x) : float_to_bf16(x);
+        memcpy(out, &bits, 2);
+    }
+}
+
+static float load_element(const unsigned char *in, flashcl_dtype dtype) {
+    if (dtype == FLASHCL_DTYPE_F32) {
+        float x;
+        memcpy(&x, in, 4);
+        return x;
+    }
+    uint16_t bits;
+    memcpy(&bits, in, 2);
+    return dtype == FLASHCL_DTYPE_F16 ? half_to_float(bits) : bf16_to_float(bits);
+}
+
+static cl_mem upload(cl_context context, cl_command_queue queue, const float *x, size_t n, flashcl_dtype dtype) {
+    const size_t e = elem_size(dtype);
+    unsigned char *bytes = malloc(n * e);
+    for (size_t i = 0; i < n; ++i) store_element(x[i], dtype, bytes + i * e);
+    cl_int err;
+    cl_mem m = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * e, bytes, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    (void)queue;
+    free(bytes);
+    return m;
+}
+
+static void download(cl_command_queue queue, cl_mem m, float *x, size_t n, flashcl_dtype dtype) {
+    const size_t e = elem_size(dtype);
+    unsigned char *bytes = malloc(n * e);
+    ck_assert_int_eq(clEnqueueReadBuffer(queue, m, CL_TRUE, 0, n * e, bytes, 0, NULL, NULL), CL_SUCCESS);
+    for (size_t i = 0; i < n; ++i) x[i] = load_element(bytes + i * e, dtype);
+    free(bytes);
+}
+
+static cl_mem int_buffer(cl_context context, const int32_t *x, size_t n) {
+    cl_int err;
+    cl_mem m = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof *x, (void *)x, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    return m;
+}
+
+/* Row `row` of sequence b in a cache of c's layout: its index among cache_rows. */
+static size_t cache_row(const kv_case *c, const kv_host *h, int b, int row) {
+    if (c->page_size == 0) return (size_t)b * (size_t)c->capacity + (size_t)row;
+    const int page = h->table[b * c->capacity + row / c->page_size];
+    return (size_t)page * (size_t)c->page_size + (size_t)(row % c->page_size);
+}
+
+static void host_create(const kv_case *c, uint64_t seed, kv_host *h) {
+    memset(h, 0, sizeof *h);
+    ts_rng rng = {seed};
+    const size_t d = (size_t)c->head_dim, hkv = (size_t)c->heads_kv;
+    h->cache_rows = c->page_size ? (size_t)c->num_pages * (size_t)c->page_size : (size_t)c->batch * (size_t)c->capacity;
+    h->q_count = (size_t)c->batch * (size_t)c->seqlen_q * (size_t)c->heads_q * d;
+    h->cache_count = h->cache_rows * hkv * d;
+    h->new_count = (size_t)c->batch * (size_t)c->seqlen_q * hkv * d;
+    float *arrays[5];
+    const size_t counts[5] = {h->q_count, h->cache_count, h->cache_count, h->new_count, h->new_count};
+    for (int i = 0; i < 5; ++i) {
+        arrays[i] = malloc(counts[i] * sizeof(float));
+        ts_fill_uniform(&rng, arrays[i], counts[i], -1.0f, 1.0f);
+        for (size_t j = 0; j < counts[i]; ++j) arrays[i][j] = ts_round_to_dtype(arrays[i][j], c->dtype);
+    }
+    h->q = arrays[0], h->k_cache = arrays[1], h->v_cache = arrays[2], h->k_new = arrays[3], h->v_new = arrays[4];
+    h->lens = malloc((size_t)c->batch * sizeof *h->lens);
+    for (int b = 0; b < c->batch; ++b) h->lens[b] = c->lens[b];
+    if (c->page_size) {
+        /* Pages handed out in a shuffled order; sequence 1 starts with sequence 0's first shared_prefix pages. */
+        const size_t entries = (size_t)c->batch * (size_t)c->capacity;
+        h->table = malloc(entries * sizeof *h->table);
+        int *order = malloc((size_t)c->num_pages * sizeof *order);
+        for (int p = 0; p < c->num_pages; ++p) order[p] = p;
+        for (int p = c->num_pages - 1; p > 0; --p) {
+            const int j = (int)ts_uniform(&rng, 0, p + 1) % (p + 1), t = order[p];
+            order[p] = order[j], order[j] = t;
+        }
+        int next = 0;
+        for (int b = 0; b < c->batch; ++b)
+            for (int j = 0; j < c->capacity; ++j) {
+                if (b == 1 && j < c->shared_prefix) h->table[b * c->capacity + j] = h->table[j];
+                else h->table[b * c->capacity + j] = order[next++ % c->num_pages];
+            }
+        free(order);
+    }
+}
+
+static void host_free(kv_host *h) {
+    free(h->q), free(h->k_cache), free(h->v_cache), free(h->k_new), free(h->v_new), free(h->table), free(h->lens);
+}
+
+/* The caches after the call as the model says: new rows of sequence b at rows lens[b] .. + seqlen_q - 1. */
+static void model_append(const kv_case *c, kv_host *h) {
+    const size_t d = (size_t)c->head_dim, hkv = (size_t)c->heads_kv;
+    for (int b = 0; b < c->batch; ++b)
+        for (int i = 0; i < c->seqlen_q; ++i) {
+            const size_t row = cache_row(c, h, b, h->lens[b] + i);
+            for (size_t hh = 0; hh < hkv; ++hh)
+                for (size_t x = 0; x < d; ++x) {
+                    const size_t src = (((size_t)b * (size_t)c->seqlen_q + (size_t)i) * hkv + hh) * d + x;
+                    h->k_cache[(row * hkv + hh) * d + x] = h->k_new[src];
+                    h->v_cache[(row * hkv + hh) * d + x] = h->v_new[src];
+                }
+        }
+}
+
+/* Checks O and LSE of every sequence against the reference on its own keys. */
+static void check_outputs(const kv_case *c, const kv_host *h, const float *o, const float *lse, const char *label) {
+    const size_t d = (size_t)c->head_dim, hq = (size_t)c->heads_q, hkv = (size_t)c->heads_kv, sq = (size_t)c->seqlen_q;
+    for (int b = 0; b < c->batch; ++b) {
+        const int keys = h->lens[b] + (c->append ? c->seqlen_q : 0);
+        float *qb = malloc(hq * sq * d * sizeof(float)), *ob = malloc(hq * sq * d * sizeof(float));
+        float *lb = malloc(hq * sq * sizeof(float));
+        for (size_t hh = 0; hh < hq; ++hh)
+            for (size_t i = 0; i < sq; ++i)
+                for (size_t x = 0; x < d; ++x) {
+                    const size_t bshd = (((size_t)b * sq + i) * hq + hh) * d + x;
+                    qb[(hh * sq + i) * d + x] = h->q[bshd];
+                    ob[(hh * sq + i) * d + x] = o[bshd];
+                }
+        for (size_t hh = 0; hh < hq; ++hh)
+            for (size_t i = 0; i < sq; ++i) lb[hh * sq + i] = lse[((size_t)b * hq + hh) * sq + i];
+        if (keys == 0) { /* nothing to attend to: every row empty */
+            for (size_t i = 0; i < hq * sq; ++i) ck_assert_msg(lb[i] == -INFINITY, "%s: b %d empty LSE %g", label, b, lb[i]);
+            for (size_t i = 0; i < hq * sq * d; ++i) ck_assert_msg(ob[i] == 0.0f, "%s: b %d empty O", label, b);
+            free(qb), free(ob), free(lb);
+            continue;
+        }
+        float *kb = malloc(hkv * (size_t)keys * d * sizeof(float)), *vb = malloc(hkv * (size_t)keys * d * sizeof(float));
+        for (size_t hh = 0; hh < hkv; ++hh)
+            for (int j = 0; j < keys; ++j) {
+                const size_t row = cache_row(c, h, b, j);
+                for (size_t x = 0; x < d; ++x) {
+                    kb[(hh * (size_t)keys + (size_t)j) * d + x] = h->k_cache[(row * hkv + hh) * d + x];
+                    vb[(hh * (size_t)keys + (size_t)j) * d + x] = h->v_cache[(row * hkv + hh) * d + x];
+                }
+            }
+        flashcl_attention_desc desc;
+        flashcl_attention_desc_init(&desc, 1, c->heads_q, c->seqlen_q, keys, c->head_dim);
+        desc.heads_kv = c->heads_kv;
+        desc.causal = c->causal;
+        desc.dtype = c->dtype;
+        if (c->window_left >= 0) {
+            desc.sliding_window = 1;
+            desc.window_left = c->window_left;
+            desc.window_right = -1;
+        }
+        const size_t n = hq * sq * d;
+        double *o_ref = malloc(n * sizeof(double)), *o_low = malloc(n * sizeof(double));
+        double *l_ref = malloc(hq * sq * sizeof(double)), *l_low = malloc(hq * sq * sizeof(double));
+        ck_assert(flashcl_reference_forward(&desc, FLASHCL_REF_DOUBLE, qb, kb, vb, o_ref, l_ref) == 0);
+        ck_assert(flashcl_reference_forward(&desc, FLASHCL_REF_FLOAT, qb, kb, vb, o_low, l_low) == 0);
+        if (c->dtype != FLASHCL_DTYPE_F32)
+            for (size_t i = 0; i < n; ++i) o_low[i] = ts_round_to_dtype((float)o_ref[i], c->dtype);
+        ts_error e;
+        ck_assert_msg(ts_compare(ob, o_ref, o_low, n, 2.0, &e), "%s: sequence %d: O error %g at %zu (bound %g)", label,
+                      b, e.max_err, e.worst, e.bound);
+        ck_assert_msg(ts_compare(lb, l_ref, l_low, hq * sq, 2.0, &e), "%s: sequence %d: LSE error %g (bound %g)",
+                      label, b, e.max_err, e.bound);
+        free(kb), free(vb), free(qb), free(ob), free(lb), free(o_ref), free(o_low), free(l_ref), free(l_low);
+    }
+}
+
+/* Runs c with the given split count; checks outputs and, with an append, the whole caches. */
+static void run_case(const kv_case *c, int splits, uint64_t seed) {
+    kv_host h;
+    host_create(c, seed, &h);
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, splits), FLASHCL_SUCCESS);
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    const int hq = c->heads_q, hkv = c->heads_kv, d = c->head_dim, sq = c->seqlen_q;
+    cl_mem q = upload(context, queue, h.q, h.q_count, c->dtype);
+    cl_mem kc = upload(context, queue, h.k_cache, h.cache_count, c->dtype);
+    cl_mem vc = upload(context, queue, h.v_cache, h.cache_count, c->dtype);
+    cl_mem kn = upload(context, queue, h.k_new, h.new_count, c->dtype);
+    cl_mem vn = upload(context, queue, h.v_new, h.new_count, c->dtype);
+    cl_int err;
+    cl_mem o = clCreateBuffer(context, CL_MEM_READ_WRITE, h.q_count * elem_size(c->dtype), NULL, &err);
+    cl_mem lse = clCreateBuffer(context, CL_MEM_READ_WRITE, (size_t)c->batch * (size_t)hq * (size_t)sq * 4, NULL, &err);
+    cl_mem lens = int_buffer(context, h.lens, (size_t)c->batch);
+    cl_mem table = c->page_size ? int_buffer(context, h.table, (size_t)c->batch * (size_t)c->capacity) : NULL;
+
+    flashcl_attention_desc desc;
+    flashcl_attention_desc_init(&desc, c->batch, hq, sq, 1, d);
+    desc.heads_kv = hkv;
+    desc.causal = c->causal;
+    desc.dtype = c->dtype;
+    if (c->window_left >= 0) {
+        desc.sliding_window = 1;
+        desc.window_left = c->window_left;
+        desc.window_right = -1;
+    }
+    const flashcl_tensor tq = flashcl_tensor_contiguous(q, FLASHCL_LAYOUT_BSHD, hq, sq, d);
+    const flashcl_tensor to = flashcl_tensor_contiguous(o, FLASHCL_LAYOUT_BSHD, hq, sq, d);
+    const flashcl_tensor tl = flashcl_tensor_lse(lse, hq, sq);
+    const flashcl_tensor tkn = flashcl_tensor_contiguous(kn, FLASHCL_LAYOUT_BSHD, hkv, sq, d);
+    const flashcl_tensor tvn = flashcl_tensor_contiguous(vn, FLASHCL_LAYOUT_BSHD, hkv, sq, d);
+    flashcl_kv_cache cache;
+    flashcl_kv_cache_init(&cache);
+    const int rows = c->page_size ? c->page_size : c->capacity;
+    cache.k = flashcl_tensor_contiguous(kc, FLASHCL_LAYOUT_BSHD, hkv, rows, d);
+    cache.v = flashcl_tensor_contiguous(vc, FLASHCL_LAYOUT_BSHD, hkv, rows, d);
+    cache.capacity = c->page_size ? 0 : c->capacity;
+    cache.page_size = c->page_size;
+    cache.num_pages = c->num_pages;
+    cache.block_table = table;
+    cache.max_pages = c->page_size ? c->capacity : 0;
+    cache.cache_seqlens = lens;
+    if (c->append) {
+        cache.k_new = &tkn;
+        cache.v_new = &tvn;
+    }
+    const flashcl_status status = flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, &tl, 0, NULL, NULL);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s", c->name, flashcl_last_error(ctx));
+    flashcl_call_stats stats;
+    ck_assert_int_eq(flashcl_last_call_stats(ctx, &stats), FLASHCL_SUCCESS);
+    ck_assert_int_eq(stats.kernel, FLASHCL_KERNEL_DECODE);
+    float *o_host = malloc(h.q_count * sizeof(float)), *l_host = malloc((size_t)c->batch * (size_t)hq * (size_t)sq * 4);
+    download(queue, o, o_host, h.q_count, c->dtype);
+    ck_assert_int_eq(clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, (size_t)c->batch * (size_t)hq * (size_t)sq * 4, l_host,
+                                         0, NULL, NULL),
+                     CL_SUCCESS);
+    if (c->append) {
+        model_append(c, &h);
+        /* The whole caches: the new rows where the model put them, every other row as it was. */
+        float *kd = malloc(h.cache_count * sizeof(float)), *vd = malloc(h.cache_count * sizeof(float));
+        download(queue, kc, kd, h.cache_count, c->dtype);
+        download(queue, vc, vd, h.cache_count, c->dtype);
+        ck_assert_msg(memcmp(kd, h.k_cache, h.cache_count * sizeof(float)) == 0, "%s: K cache differs from the model",
+                      c->name);
+        ck_assert_msg(memcmp(vd, h.v_cache, h.cache_count * sizeof(float)) == 0, "%s: V cache differs from the model",
+                      c->name);
+        free(kd), free(vd);
+    }
+    char label[128];
+    snprintf(label, sizeof label, "%s, %d splits (%d ran)", c->name, splits, stats.kv_splits);
+    check_outputs(c, &h, o_host, l_host, label);
+    free(o_host), free(l_host);
+    cl_mem all[] = {q, kc, vc, kn, vn, o, lse, lens, table};
+    for (int i = 0; i < 9; ++i)
+        if (all[i]) clReleaseMemObject(all[i]);
+    flashcl_context_free(ctx);
+    host_free(&h);
+}
+
+/* name, batch, Hq, Hkv, Sq, d, causal, dtype, page_size, capacity (or max_pages), num_pages, lens, append,
+ * shared_prefix, window_left */
+static const kv_case cases[] = {
+    {"contiguous decode, lengths 5/0/300 + 1 new (the last at capacity)", 3, 8, 2, 1, 64, 0, FLASHCL_DTYPE_F32, 0, 301,
+     0, {5, 0, 300}, 1, 0, -1},
+    {"contiguous, no append, a sequence of length 0", 2, 4, 4, 1, 32, 0, FLASHCL_DTYPE_F16, 0, 100, 0, {0, 77}, 0, 0,
+     -1},
+    {"paged 16, out of order, Sq 4 causal append, group 8", 2, 8, 1, 4, 64, 1, FLASHCL_DTYPE_BF16, 16, 4, 8, {40, 17},
+     1, 0, -1},
+    {"paged 32, prefix pages shared, Sq 2 causal, no append", 2, 4, 2, 2, 128, 1, FLASHCL_DTYPE_F16, 32, 3, 5, {70, 45},
+     0, 2, -1},
+    {"paged 8, shared prefix, append into own pages, group 4", 2, 4, 1, 3, 16, 1, FLASHCL_DTYPE_F32, 8, 6, 12, {20, 17},
+     1, 2, -1},
+    {"contiguous, window 10, Sq 2 causal append", 2, 2, 1, 2, 40, 1, FLASHCL_DTYPE_F32, 0, 64, 0, {30, 50}, 1, 0, 10},
+};
+#define CASE_COUNT ((int)(sizeof cases / sizeof cases[0]))
+
+START_TEST(cases_match_reference) {
+    const int splits[] = {0, 1, 3};
+    run_case(&cases[_i / 3], splits[_i % 3], 1000u + (uint64_t)_i);
+}
+END_TEST
+
+/* Bad input: a clear error, nothing enqueued: O and the caches keep their bytes. */
+START_TEST(bad_input_writes_nothing) {
+    flashcl_context *ctx = ts_context();
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    const int hq = 2, hkv = 1, d = 16, sq = 1, page = 4, max_pages = 2, pages = 3;
+    float zeros[512];
+    for (int i = 0; i < 512; ++i) zeros[i] = 0.25f;
+    cl_mem q = upload(context, queue, zeros, 2 * hq * sq * d, FLASHCL_DTYPE_F32);
+    cl_mem kc = upload(context, queue, zeros, (size_t)pages * page * hkv * d, FLASHCL_DTYPE_F32);
+    cl_mem vc = upload(context, queue, zeros, (size_t)pages * page * hkv * d, FLASHCL_DTYPE_F32);
+    cl_mem kn = upload(context, queue, zeros, 2 * sq * hkv * d, FLASHCL_DTYPE_F32);
+    cl_mem vn = upload(context, queue, zeros, 2 * sq * hkv * d, FLASHCL_DTYPE_F32);
+    float poison[64];
+    for (int i = 0; i < 64; ++i) poison[i] = 7.0f;
+    cl_mem o = upload(context, queue, poison, 2 * hq * sq * d, FLASHCL_DTYPE_F32);
+    flashcl_attention_desc desc;
+    flashcl_attention_desc_init(&desc, 2, hq, sq, 1, d);
+    desc.heads_kv = hkv;
+    const flashcl_tensor tq = flashcl_tensor_contiguous(q, FLASHCL_LAYOUT_BSHD, hq, sq, d);
+    const flashcl_tensor to = flashcl_tensor_contiguous(o, FLASHCL_LAYOUT_BSHD, hq, sq, d);
+    const flashcl_tensor tkn = flashcl_tensor_contiguous(kn, FLASHCL_LAYOUT_BSHD, hkv, sq, d);
+    const flashcl_tensor tvn = flashcl_tensor_contiguous(vn, FLASHCL_LAYOUT_BSHD, hkv, sq, d);
+    struct bad {
+        const char *why;
+        int32_t lens[2];
+        int32_t table[4];
+        int max_pages;
+        flashcl_status expected;
+        const char *message;
+    } bad[] = {
+        {"page index out of range", {5, 2}, {0, 3, 1, 2}, max_pages, FLASHCL_ERROR_INVALID_ARGUMENT, "outside"},
+        {"length + new rows past max_pages x page_size", {8, 2}, {0, 1, 2, 2}, max_pages,
+         FLASHCL_ERROR_INVALID_ARGUMENT, "exceed"},
+        {"negative length", {-1, 2}, {0, 1, 2, 2}, max_pages, FLASHCL_ERROR_INVALID_ARGUMENT, "negative"},
+        {"block table too short for max_pages", {1, 2}, {0, 1, 2, 2}, 3, FLASHCL_ERROR_BUFFER_TOO_SMALL, "block_table"},
+        {"a written page shared", {4, 1}, {0, 1, 1, 2}, max_pages, FLASHCL_ERROR_INVALID_ARGUMENT, "shared"},
+    };
+    for (size_t t = 0; t < sizeof bad / sizeof bad[0]; ++t) {
+        cl_mem lens = int_buffer(context, bad[t].lens, 2), table = int_buffer(context, bad[t].table, 4);
+        flashcl_kv_cache cache;
+        flashcl_kv_cache_init(&cache);
+        cache.k = flashcl_tensor_contiguous(kc, FLASHCL_LAYOUT_BSHD, hkv, page, d);
+        cache.v = flashcl_tensor_contiguous(vc, FLASHCL_LAYOUT_BSHD, hkv, page, d);
+        cache.page_size = page;
+        cache.num_pages = pages;
+        cache.block_table = table;
+        cache.max_pages = bad[t].max_pages;
+        cache.cache_seqlens = lens;
+        cache.k_new = &tkn;
+        cache.v_new = &tvn;
+        const flashcl_status status = flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, NULL, 0, NULL, NULL);
+        ck_assert_msg(status == bad[t].expected, "%s: status %d (%s)", bad[t].why, (int)status, flashcl_last_error(ctx));
+        ck_assert_msg(strstr(flashcl_last_error(ctx), bad[t].message) != NULL, "%s: message '%s'", bad[t].why,
+                      flashcl_last_error(ctx));
+        clReleaseMemObject(lens);
+        clReleaseMemObject(table);
+    }
+    float back[512];
+    download(queue, o, back, 2 * hq * sq * d, FLASHCL_DTYPE_F32);
+    for (int i = 0; i < 2 * hq * sq * d; ++i) ck_assert(back[i] == 7.0f);
+    download(queue, kc, back, (size_t)pages * page * hkv * d, FLASHCL_DTYPE_F32);
+    for (int i = 0; i < pages * page * hkv * d; ++i) ck_assert(back[i] == 0.25f);
+    /* Dropout: refused. */
+    flashcl_attention_desc drop = desc;
+    drop.dropout_p = 0.1f;
+    int32_t lens_ok[2] = {1, 1}, table_ok[4] = {0, 1, 2, 2};
+    cl_mem lens = int_buffer(context, lens_ok, 2), table = int_buffer(context, table_ok, 4);
+    flashcl_kv_cache cache;
+    flashcl_kv_cache_init(&cache);
+    cache.k = flashcl_tensor_contiguous(kc, FLASHCL_LAYOUT_BSHD, hkv, page, d);
+    cache.v = flashcl_tensor_contiguous(vc, FLASHCL_LAYOUT_BSHD, hkv, page, d);
+    cache.page_size = page;
+    cache.num_pages = pages;
+    cache.block_table = table;
+    cache.max_pages = max_pages;
+    cache.cache_seqlens = lens;
+    ck_assert_int_eq(flashcl_forward_kv_cache(ctx, &drop, &tq, &cache, &to, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_UNSUPPORTED);
+    cache.k_new = &tkn; /* without v_new */
+    ck_assert_int_eq(flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_INVALID_ARGUMENT);
+    /* O overlapping the K cache. */
+    cache.k_new = NULL;
+    const flashcl_tensor overlap = flashcl_tensor_contiguous(kc, FLASHCL_LAYOUT_BSHD, hq, sq, d);
+    ck_assert_int_eq(flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &overlap, NULL, 0, NULL, NULL),
+                     FLASHCL_ERROR_ALIASING);
+    cl_mem all[] = {q, kc, vc, kn, vn, o, lens, table};
+    for (int i = 0; i < 8; ++i) clReleaseMemObject(all[i]);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("kv_cache");
+    TCase *tc = tcase_create("kv_cache");
+    tcase_set_timeout(tc, TS_CASE_TIMEOUT);
+    tcase_add_loop_test(tc, cases_match_reference, 0, CASE_COUNT * 3);
+    tcase_add_test(tc, bad_input_writes_nothing);
+    suite_add_tcase(s, tc);
+    SRunner *runner = srunner_create(s);
+    srunner_run_all(runner, CK_NORMAL);
+    const int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
