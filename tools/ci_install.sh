@@ -56,12 +56,16 @@ cmake -S examples -B "$tmp/examples-cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE
   -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
 cmake --build "$tmp/examples-cmake" -j"$jobs" >/dev/null
 run_example "find_package example" "$tmp/examples-cmake/embed"
+run_example "find_package decode example" "$tmp/examples-cmake/decode"
 
 step "examples/embed.c through pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046 # word splitting of pkg-config's flags is the point
 cc -std=c11 -Wall -Wextra -Werror examples/embed.c -o "$tmp/embed-pkgconfig" $(pkg-config --cflags --libs flashcl) -lm
 LD_LIBRARY_PATH=$prefix/lib run_example "pkg-config example" "$tmp/embed-pkgconfig"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror examples/decode.c -o "$tmp/decode-pkgconfig" $(pkg-config --cflags --libs flashcl) -lm
+LD_LIBRARY_PATH=$prefix/lib run_example "pkg-config decode example" "$tmp/decode-pkgconfig"
 unset PKG_CONFIG_PATH
 
 # ---- 3. the installed program finds its library through its RPATH ------------------------------------

@@ -32,7 +32,8 @@ static const char *text(const json_record *r, const char *name) {
     return f->text;
 }
 
-/* Two cache lengths, GQA 4 -> 2, half storage: the decode kernel ran, every number is consistent. */
+/* Two cache lengths, GQA 4 -> 2, half storage, one and four query rows, and a paged cache: the decode kernel
+ * ran, every number is consistent. */
 START_TEST(records_are_consistent) {
     char json[1024], csv[1024];
     work_path(json, sizeof json, "decode.json");
@@ -40,8 +41,8 @@ START_TEST(records_are_consistent) {
     remove(json);
     remove(csv);
     char *args[] = {"--decode", "--cache-lens", "100,700", "--batch", "2", "--heads", "4", "--heads-kv", "2",
-                    "--head-dim", "64", "--query-len", (char *)(_i == 0 ? "1" : "4"), "--repeat", "2", "--warmup",
-                    "1", "--json", json, "--csv", csv, NULL};
+                    "--head-dim", "64", "--query-len", (char *)(_i == 1 ? "4" : "1"), "--repeat", "2", "--warmup",
+                    "1", "--json", json, "--csv", csv, "--page-size", (char *)(_i == 2 ? "16" : "0"), NULL};
     ck_assert_int_eq(run_bench("decode", args), 0);
     json_record *records = NULL;
     char error[256];
@@ -55,7 +56,8 @@ START_TEST(records_are_consistent) {
         ck_assert_int_eq((int)number(r, "heads_q"), 4);
         ck_assert_int_eq((int)number(r, "heads_kv"), 2);
         ck_assert_int_eq((int)number(r, "head_dim"), 64);
-        ck_assert_int_eq((int)number(r, "query_len"), _i == 0 ? 1 : 4);
+        ck_assert_int_eq((int)number(r, "query_len"), _i == 1 ? 4 : 1);
+        ck_assert_int_eq((int)number(r, "page_size"), _i == 2 ? 16 : 0);
         ck_assert_str_eq(text(r, "dtype"), "f16");
         ck_assert_str_eq(text(r, "kernel"), "decode");
         ck_assert_int_ge((int)number(r, "kv_splits"), 1);
@@ -69,8 +71,8 @@ START_TEST(records_are_consistent) {
     }
     free(records);
     char *table = read_text_file(csv);
-    ck_assert_ptr_nonnull(strstr(table, "cache_len,dtype,kernel,kv_splits,ms,kv_gbps,copy_gbps,pct_of_copy"));
-    ck_assert_ptr_nonnull(strstr(table, ",700,f16,decode,"));
+    ck_assert_ptr_nonnull(strstr(table, "cache_len,page_size,dtype,kernel,kv_splits,ms,kv_gbps,copy_gbps,pct_of_copy"));
+    ck_assert_ptr_nonnull(strstr(table, _i == 2 ? ",700,16,f16,decode," : ",700,0,f16,decode,"));
     free(table);
 }
 END_TEST
@@ -97,7 +99,7 @@ END_TEST
 START_TEST(refusals) {
     char *uneven[] = {"--decode", "--heads", "6", "--heads-kv", "4", NULL};
     ck_assert_int_eq(run_bench("uneven", uneven), 2);
-    char *unknown[] = {"--decode", "--page-size", "16", NULL};
+    char *unknown[] = {"--decode", "--bogus", "16", NULL};
     ck_assert_int_eq(run_bench("unknown", unknown), 2);
     char *lens[] = {"--decode", "--cache-lens", "10,x", NULL};
     ck_assert_int_eq(run_bench("lens", lens), 2);
@@ -116,7 +118,7 @@ int main(int argc, char **argv) {
     Suite *s = suite_create("bench_decode");
     TCase *tc = tcase_create("decode");
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, records_are_consistent, 0, 2);
+    tcase_add_loop_test(tc, records_are_consistent, 0, 3);
     tcase_add_test(tc, tiled_kernel_for_comparison);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);

@@ -22,6 +22,7 @@ typedef struct decode_options {
     flashcl_tensor_cores tensor_cores;
     int decode_kernel; /* 0: the tiled kernels (--no-decode-kernel), for comparison */
     int splits;        /* 0: automatic */
+    int page_size;     /* 0: contiguous caches through flashcl_forward; else paged through flashcl_forward_kv_cache */
     int repeat, warmup;
     const char *device, *json_path, *csv_path;
 } decode_options;
@@ -50,13 +51,14 @@ static void usage(FILE *out) {
             "  --tensor-cores auto|off|emulate   as in flashcl bench (default auto)\n"
             "  --no-decode-kernel    run the tiled kernels instead of the decode kernel\n"
             "  --splits N            force N split-KV chunks (default 0: automatic; 1: none)\n"
+            "  --page-size P         a paged cache of P-row pages in a shuffled order, through\n"
+            "                        flashcl_forward_kv_cache (default 0: contiguous caches, flashcl_forward)\n"
             "  --repeat R            timed calls; the median is reported (default 20)\n"
             "  --warmup W            untimed calls first (default 3)\n"
             "  --device SPEC         device index or name substring\n"
             "  --json FILE, --csv FILE   the records (fields: device, batch, heads_q, heads_kv,\n"
-            "                        head_dim, query_len, cache_len, dtype, kernel, kv_splits, ms,\n"
-            "                        kv_gbps, copy_gbps, pct_of_copy)\n"
-            "Paged caches: not yet (the KV-cache API is still open).\n"
+            "                        head_dim, query_len, cache_len, page_size, dtype, kernel, kv_splits,\n"
+            "                        ms, kv_gbps, copy_gbps, pct_of_copy)\n"
             "Inputs: a 64-byte random pattern repeated (attention's speed does not depend on values).\n");
 }
 
@@ -82,7 +84,7 @@ static int parse_lens(const char *text, decode_options *o) {
 static int parse(int argc, char **argv, decode_options *o) {
     memset(o, 0, sizeof *o);
     *o = (decode_options){1, 32, 8, 128, 1, {4096, 32768, 131072}, 3, FLASHCL_DTYPE_F16, FLASHCL_TENSOR_CORES_AUTO,
-                          1, 0, 20, 3, NULL, NULL, NULL};
+                          1, 0, 0, 20, 3, NULL, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *v = NULL;
         int bad = 0;
@@ -110,6 +112,8 @@ static int parse(int argc, char **argv, decode_options *o) {
             else if (strcmp(v, "emulate") == 0) o->tensor_cores = FLASHCL_TENSOR_CORES_EMULATE;
             else bad = 1;
         } else if ((m = cli_option_value(argc, argv, &i, "--splits", &v))) bad = m < 0 || cli_parse_int(v, 0, 256, &o->splits);
+        else if ((m = cli_option_value(argc, argv, &i, "--page-size", &v)))
+            bad = m < 0 || cli_parse_int(v, 0, 1 << 20, &o->page_size);
         else if ((m = cli_option_value(argc, argv, &i, "--repeat", &v))) bad = m < 0 || cli_parse_int(v, 1, 100000, &o->repeat);
         else if ((m = cli_option_value(argc, argv, &i, "--warmup", &v))) bad = m < 0 || cli_parse_int(v, 0, 100000, &o->warmup);
         else if ((m = cli_option_value(argc, argv, &i, "--device", &v))) bad = m < 0 || !(o->device = v);
@@ -192,10 +196,31 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
     const size_t e = flashcl_dtype_size(o->dtype), d = (size_t)o->head_dim;
     const size_t q_bytes = (size_t)o->batch * (size_t)o->query_len * (size_t)o->heads * d * e;
     const size_t kv_bytes = (size_t)o->batch * (size_t)n * (size_t)o->heads_kv * d * e;
-    cl_mem q = pattern_buffer(context, queue, q_bytes, 3), k = pattern_buffer(context, queue, kv_bytes, 4),
-           v = pattern_buffer(context, queue, kv_bytes, 5), out = pattern_buffer(context, queue, q_bytes, 6),
+    /* A paged cache: each sequence's ceil(N / P) pages, in a shuffled order over the pool. */
+    const int pages_per_seq = o->page_size ? (n + o->page_size - 1) / o->page_size : 0;
+    const size_t pages = (size_t)o->batch * (size_t)pages_per_seq;
+    const size_t cache_bytes = o->page_size ? pages * (size_t)o->page_size * (size_t)o->heads_kv * d * e : kv_bytes;
+    cl_mem q = pattern_buffer(context, queue, q_bytes, 3), k = pattern_buffer(context, queue, cache_bytes, 4),
+           v = pattern_buffer(context, queue, cache_bytes, 5), out = pattern_buffer(context, queue, q_bytes, 6),
            lse = pattern_buffer(context, queue, (size_t)o->batch * (size_t)o->query_len * (size_t)o->heads * 4, 7);
-    if (!q || !k || !v || !out || !lse) {
+    int32_t *table = o->page_size ? malloc(pages * sizeof *table) : NULL, *lens = malloc((size_t)o->batch * 4);
+    cl_mem table_buffer = NULL, lens_buffer = NULL;
+    if (lens) {
+        for (int b = 0; b < o->batch; ++b) lens[b] = n;
+        lens_buffer = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)o->batch * 4, lens, NULL);
+    }
+    if (table) {
+        for (size_t i = 0; i < pages; ++i) table[i] = (int32_t)i;
+        unsigned seed = 12345u;
+        for (size_t i = pages; i > 1; --i) {
+            seed = seed * 1103515245u + 12345u;
+            const size_t j = (seed >> 8) % i;
+            const int32_t t = table[i - 1];
+            table[i - 1] = table[j], table[j] = t;
+        }
+        table_buffer = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, pages * 4, table, NULL);
+    }
+    if (!q || !k || !v || !out || !lse || !lens_buffer || (o->page_size && !table_buffer)) {
         fprintf(stderr, "flashcl bench --decode: N=%d: cannot allocate the tensors (%zu bytes of K and V)\n", n,
                 2 * kv_bytes);
     } else {
@@ -215,7 +240,22 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
         for (int i = 0; status == FLASHCL_SUCCESS && i < o->warmup + o->repeat; ++i) {
             clFinish(queue);
             const double t0 = now();
-            status = flashcl_forward(ctx, &desc, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL);
+            if (o->page_size) {
+                flashcl_kv_cache cache;
+                flashcl_kv_cache_init(&cache);
+                cache.k = flashcl_tensor_contiguous(k, FLASHCL_LAYOUT_BSHD, o->heads_kv, o->page_size, o->head_dim);
+                cache.v = flashcl_tensor_contiguous(v, FLASHCL_LAYOUT_BSHD, o->heads_kv, o->page_size, o->head_dim);
+                cache.page_size = o->page_size;
+                cache.num_pages = (int)pages;
+                cache.block_table = table_buffer;
+                cache.block_table_host = table;
+                cache.max_pages = pages_per_seq;
+                cache.cache_seqlens = lens_buffer;
+                cache.cache_seqlens_host = lens;
+                status = flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, &tl, 0, NULL, NULL);
+            } else {
+                status = flashcl_forward(ctx, &desc, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL);
+            }
             if (status == FLASHCL_SUCCESS && clFinish(queue) != CL_SUCCESS) status = FLASHCL_ERROR_OPENCL;
             if (i >= o->warmup) times[i - o->warmup] = now() - t0;
         }
@@ -234,9 +274,11 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
         }
         free(times);
     }
-    cl_mem all[] = {q, k, v, out, lse};
-    for (int i = 0; i < 5; ++i)
+    cl_mem all[] = {q, k, v, out, lse, table_buffer, lens_buffer};
+    for (int i = 0; i < 7; ++i)
         if (all[i]) clReleaseMemObject(all[i]);
+    free(table);
+    free(lens);
 }
 
 static void write_json(FILE *f, const char *device, const decode_options *o, const decode_record *r, int count,
@@ -245,9 +287,9 @@ static void write_json(FILE *f, const char *device, const decode_options *o, con
     for (int i = 0; i < count; ++i)
         fprintf(f,
                 "  {\"device\": \"%s\", \"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"head_dim\": %d, "
-                "\"query_len\": %d, \"cache_len\": %d, \"dtype\": \"%s\", \"kernel\": \"%s\", \"kv_splits\": %d, "
+                "\"query_len\": %d, \"cache_len\": %d, \"page_size\": %d, \"dtype\": \"%s\", \"kernel\": \"%s\", \"kv_splits\": %d, "
                 "\"ms\": %.6g, \"kv_gbps\": %.6g, \"copy_gbps\": %.6g, \"pct_of_copy\": %.6g, \"ok\": %s}%s\n",
-                device, o->batch, o->heads, o->heads_kv, o->head_dim, o->query_len, r[i].cache_len,
+                device, o->batch, o->heads, o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, o->page_size,
                 cli_dtype_word(o->dtype), r[i].kernel, r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy,
                 r[i].pct_of_copy, r[i].ok ? "true" : "false", i + 1 < count ? "," : "");
     fprintf(f, "]\n");
@@ -255,11 +297,12 @@ static void write_json(FILE *f, const char *device, const decode_options *o, con
 
 static void write_csv(FILE *f, const char *device, const decode_options *o, const decode_record *r, int count,
                       double copy) {
-    fprintf(f, "device,batch,heads_q,heads_kv,head_dim,query_len,cache_len,dtype,kernel,kv_splits,ms,kv_gbps,"
-               "copy_gbps,pct_of_copy,ok\n");
+    fprintf(f, "device,batch,heads_q,heads_kv,head_dim,query_len,cache_len,page_size,dtype,kernel,kv_splits,ms,"
+               "kv_gbps,copy_gbps,pct_of_copy,ok\n");
     for (int i = 0; i < count; ++i)
-        fprintf(f, "\"%s\",%d,%d,%d,%d,%d,%d,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%d\n", device, o->batch, o->heads,
-                o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, cli_dtype_word(o->dtype), r[i].kernel,
+        fprintf(f, "\"%s\",%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%d\n", device, o->batch, o->heads,
+                o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, o->page_size, cli_dtype_word(o->dtype),
+                r[i].kernel,
                 r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy, r[i].pct_of_copy, r[i].ok);
 }
 
@@ -324,8 +367,9 @@ int bench_decode_main(int argc, char **argv) {
     if (failed) fprintf(stderr, "flashcl bench --decode: the copy-rate measurement failed\n");
     printf("device: %s\ncopy rate: %.1f GB/s (clEnqueueCopyBuffer of %zu MiB, read + write)\n", device, copy,
            copy_bytes >> 20);
-    printf("B %d, heads %d / %d KV, d %d, %d query row%s, %s\n", o.batch, o.heads, o.heads_kv, o.head_dim,
-           o.query_len, o.query_len == 1 ? "" : "s (causal)", cli_dtype_word(o.dtype));
+    printf("B %d, heads %d / %d KV, d %d, %d query row%s, %s, %s cache\n", o.batch, o.heads, o.heads_kv, o.head_dim,
+           o.query_len, o.query_len == 1 ? "" : "s (causal)", cli_dtype_word(o.dtype),
+           o.page_size ? "paged" : "contiguous");
     printf("%10s  %-22s %6s %10s %10s %8s\n", "cache N", "kernel", "splits", "ms", "K+V GB/s", "% copy");
     for (int i = 0; i < o.len_count; ++i) {
         measure(ctx, &o, o.lens[i], &records[i]);
