@@ -10,8 +10,9 @@
 enum { VARY_DTYPE = 1, VARY_HEAD_DIM = 2, VARY_FEATURES = 4, VARY_ALL = 7 };
 
 /* The problem a family is asked about: a prefill (2 x 8 query heads over 2 K/V heads, 1024 x 1024, causal) or a
- * decode step (one query row, 32 query heads over 8, 8192 keys: split-KV's shape). */
-typedef enum problem_shape { PREFILL, DECODE } problem_shape;
+ * decode step (one query row, 32 query heads over 8, 8192 keys: split-KV's shape), the same through a paged KV
+ * cache with new rows appended (flashcl_forward_kv_cache). */
+typedef enum problem_shape { PREFILL, DECODE, DECODE_KV_PAGED } problem_shape;
 
 typedef struct family {
     const char *name;
@@ -57,6 +58,8 @@ static const family families[] = {
     {"forward_split_kv",      "forward.cl",          VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE,  FLASHCL_TENSOR_CORES_OFF,     4, FLASHCL_KERNEL_MAIN, NULL},
     {"decode",                "decode.cl",           VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE,  FLASHCL_TENSOR_CORES_OFF,     1, FLASHCL_KERNEL_MAIN, NULL},
     {"decode_split_kv",       "decode.cl",           VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE,  FLASHCL_TENSOR_CORES_OFF,     4, FLASHCL_KERNEL_MAIN, NULL},
+    {"decode_kv_paged",       "decode.cl",           VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE_KV_PAGED, FLASHCL_TENSOR_CORES_OFF, 4, FLASHCL_KERNEL_MAIN, NULL},
+    {"kv_append",             "kv_append.cl",        VARY_DTYPE,                 FLASHCL_PASS_FORWARD, DECODE_KV_PAGED, FLASHCL_TENSOR_CORES_OFF, 1, FLASHCL_KERNEL_APPEND, NULL},
     {"split_combine",         "split_combine.cl",    VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_FORWARD, DECODE,  FLASHCL_TENSOR_CORES_OFF,     4, FLASHCL_KERNEL_COMBINE, NULL},
     {"backward",              "backward.cl",         VARY_ALL,                   FLASHCL_PASS_BACKWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,    0, FLASHCL_KERNEL_DKDV, NULL},
     {"backward_delta",        "backward_delta.cl",   VARY_DTYPE | VARY_HEAD_DIM, FLASHCL_PASS_BACKWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,    0, FLASHCL_KERNEL_DELTA, NULL},
@@ -72,7 +75,7 @@ static const int head_dims[] = {64, 128};
 
 static flashcl_attention_desc problem_desc(problem_shape shape, flashcl_dtype dtype, int head_dim) {
     flashcl_attention_desc desc;
-    if (shape == DECODE) {
+    if (shape == DECODE || shape == DECODE_KV_PAGED) {
         flashcl_attention_desc_init(&desc, 1, 32, 1, 8192, head_dim);
         desc.heads_kv = 8;
     } else {
@@ -159,14 +162,15 @@ static int plan_build(const flashcl_device_caps *caps, const family *fam, flashc
     s.kv_splits = fam->kv_splits;
     /* Few-row calls go to the decode kernel unless the row is about another family. */
     s.decode_off = strcmp(fam->program, "decode.cl") != 0;
-    const flashcl_problem problem = {fam->pass, &desc, &f, 8, 8, 0, 0};
+    const int paged = fam->shape == DECODE_KV_PAGED;
+    const flashcl_problem problem = {fam->pass, &desc, &f, 8, 8, paged ? 2 : 0, paged};
     flashcl_exec_plan plan;
     char reason[512] = "";
     if (flashcl_dispatch(caps, &s, &problem, &plan, reason, sizeof reason) != FLASHCL_SUCCESS) {
         snprintf(error, error_size, "%s on %s: the dispatcher refused: %s", b->id, caps->name, reason);
         return -1;
     }
-    if (fam->kernel >= plan.kernel_count) {
+    if (!plan.kernel_names[fam->kernel]) {
         snprintf(error, error_size, "%s on %s: the plan has %d kernels, the row asks for kernel %d", b->id,
                  caps->name, plan.kernel_count, fam->kernel);
         return -1;
@@ -174,7 +178,8 @@ static int plan_build(const flashcl_device_caps *caps, const family *fam, flashc
     /* A kernel with a program of its own is built after common.cl alone, with aux_options (dispatch.h). */
     if (plan.kernel_programs[fam->kernel]) {
         b->program = plan.kernel_programs[fam->kernel];
-        snprintf(b->options, sizeof b->options, "%s", plan.aux_options);
+        snprintf(b->options, sizeof b->options, "%s",
+                 fam->kernel == FLASHCL_KERNEL_APPEND ? plan.append_options : plan.aux_options);
     } else {
         b->program = plan.program;
         for (int i = 0; i < 3 && plan.prelude[i]; ++i) b->prelude[i] = plan.prelude[i];
