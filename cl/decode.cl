@@ -102,8 +102,8 @@
 #define PV_GROUPS (PV_GROUPS_FIT < 16 ? PV_GROUPS_FIT : 16)
 // Loads issued together: chunks of 8 of a K row, V rows of a group.
 #define K_CHUNKS (HEAD_DIM / 8)
-#define K_BATCH 4
-#define V_BATCH 4
+#define K_BATCH 8
+#define V_BATCH 8
 
 #if KV_VEC == 8
 // Eight elements of a row from one 16-byte load (the host checked the alignment), kept raw until used so a
