@@ -146,8 +146,8 @@ int flashcl_disk_cache_load(flashcl_context *ctx, const char *key, const char *o
     size_t size = 0;
     const int read_error = flashcl_cache_fs_read(path, MAX_ENTRY_BYTES, &file, &size);
     int loaded = 0;
-    if (read_error == ENOENT) {
-        /* a plain miss */
+    if (read_error == ENOENT || read_error == ENOTDIR) {
+        /* a plain miss: no such file, or no such directory yet */
     } else if (read_error != 0) {
         ctx->cache_stats.disk_rejects++;
         note(ctx, "ignored %s: %s", path, strerror(read_error));

@@ -159,6 +159,7 @@ START_TEST(unwritable_directory_means_no_caching) {
     ck_assert_uint_gt(n, 0);
     ck_assert_uint_eq(first.stats.disk_writes, 0);
     ck_assert_uint_eq(first.stats.disk_write_failures, n);
+    ck_assert_uint_eq(first.stats.disk_rejects, 0); /* no directory is no file, not a bad one */
     ck_assert_msg(strstr(first.stats.note, "not stored") != NULL, "note \"%s\"", first.stats.note);
     fresh_build(&fresh);
     assert_same_bits(&first, &fresh, "unwritable cache");
