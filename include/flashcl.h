@@ -700,6 +700,34 @@ FLASHCL_API flashcl_status flashcl_explain_call(flashcl_context *ctx, flashcl_pa
 FLASHCL_API flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, flashcl_impl impl, flashcl_pass pass,
                                                         const flashcl_attention_desc *desc, double *bytes);
 
+/* ------------------------------------------------------------------------ */
+/* On-disk program cache                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Built kernel programs are kept on disk as the driver's binaries, so that a
+ * new process skips the compile: in $FLASHCL_CACHE_DIR if set, else
+ * $XDG_CACHE_HOME/flashcl, else $HOME/.cache/flashcl (created on the first
+ * write). FLASHCL_CACHE_DIR=off (exactly "off") turns it off. The variables
+ * are read when a context is created. An entry is keyed by the platform name,
+ * device name, vendor, CL_DRIVER_VERSION, CL_DEVICE_VERSION, the SHA-256 of
+ * the whole program source and the complete build options; the file holds
+ * the full key and a checksum, and one that fails any check, or whose binary
+ * the driver refuses, is rebuilt from source and overwritten. The cache never
+ * makes a call fail: a directory that cannot be written means no caching. */
+typedef struct flashcl_cache_stats {
+    int disk_enabled;             /* 1: this context reads and writes the disk cache */
+    uint64_t source_builds;       /* programs compiled from OpenCL C source */
+    uint64_t disk_hits;           /* programs made from a binary read from disk */
+    uint64_t disk_writes;         /* binaries written to disk */
+    uint64_t disk_rejects;        /* files found but not used: damaged, another key, refused by the driver */
+    uint64_t disk_write_failures; /* binaries that could not be written (directory not writable, disk full) */
+    char note[256];               /* the last thing the disk cache ran into ("" if nothing): why a file was
+                                     ignored or not written, or why the cache is off */
+} flashcl_cache_stats;
+
+/* The program-cache counters of ctx since it was created. */
+FLASHCL_API flashcl_status flashcl_context_cache_stats(const flashcl_context *ctx, flashcl_cache_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

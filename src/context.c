@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "disk_cache.h"
 #include "internal.h"
 
 void flashcl_context_options_init(flashcl_context_options *options) {
@@ -34,7 +35,7 @@ flashcl_status flashcl_query_device_limits(cl_device_id device, flashcl_device_l
     return FLASHCL_SUCCESS;
 }
 
-/* Everything after the queue is known: limits, name, kernel directory. */
+/* Everything after the queue is known: limits, name, kernel directory, disk cache. */
 static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context_options *options) {
     flashcl_status status = flashcl_device_caps_query(ctx->device, &ctx->caps);
     if (status != FLASHCL_SUCCESS) return status; /* its message names the failed query */
@@ -51,6 +52,7 @@ static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context
         if (!ctx->kernel_dir) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         strcpy(ctx->kernel_dir, dir);
     }
+    flashcl_disk_cache_open(ctx); /* cannot fail: without it programs are built from source */
     return FLASHCL_SUCCESS;
 }
 
@@ -128,6 +130,7 @@ fail:
 void flashcl_context_free(flashcl_context *ctx) {
     if (!ctx) return;
     flashcl_program_cache_free(ctx);
+    flashcl_disk_cache_close(ctx);
     /* CLBlast is left alone: its program cache is process-wide and its only
      * release call (CLBlastClearCache) empties it for every user in the
      * process. A cl_context that ran the standard baseline therefore stays

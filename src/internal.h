@@ -8,6 +8,7 @@
 #define FLASHCL_ERROR_CAPACITY 1024
 
 typedef struct flashcl_program_entry flashcl_program_entry; /* program_cache.c */
+typedef struct flashcl_disk_cache flashcl_disk_cache;       /* disk_cache.c */
 
 struct flashcl_context {
     cl_platform_id platform;
@@ -18,6 +19,8 @@ struct flashcl_context {
     flashcl_device_caps caps;   /* what the dispatcher knows of the device */
     char *kernel_dir;           /* NULL: embedded sources */
     flashcl_program_entry *programs; /* cache of built programs, keyed by source and options */
+    flashcl_disk_cache *disk_cache;  /* the on-disk program cache; NULL: off */
+    flashcl_cache_stats cache_stats; /* what the two caches did (flashcl_context_cache_stats) */
     int forced_plan_set[2];
     flashcl_plan forced_plan[2];
     flashcl_impl impl;          /* which implementation flashcl_forward/backward run */

@@ -1,8 +1,10 @@
-/* program_cache.c: builds kernel programs with their -D options, once per context and option set. */
+/* program_cache.c: builds kernel programs with their -D options, once per context and option set (from the disk
+ * cache's binary when it has one). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "disk_cache.h"
 #include "program_cache.h"
 
 #define MAX_KERNELS_PER_PROGRAM 8
@@ -53,46 +55,62 @@ static void keep_build_log(flashcl_context *ctx, cl_program program) {
     ctx->build_log[size] = '\0';
 }
 
+/* The options a program is built with: the kernel's own, then FLASHCL_BUILD_OPTIONS, which appends compiler
+ * flags (tuning experiments such as -cl-nv-maxrregcount=N) without a rebuild of the library. The in-memory
+ * key stays the kernel's own options (the variable is read once per build); the disk key is these. */
+static char *full_build_options(const char *options) {
+    const char *extra = getenv("FLASHCL_BUILD_OPTIONS");
+    const int has_extra = extra && *extra;
+    char *full = malloc(strlen(options) + (has_extra ? strlen(extra) + 1 : 0) + 1);
+    if (full) sprintf(full, "%s%s%s", options, has_extra ? " " : "", has_extra ? extra : "");
+    return full;
+}
+
+static flashcl_status build_from_source(flashcl_context *ctx, const char *source, const char *file,
+                                        const char *options, const char *full_options, cl_program *program) {
+    cl_int err;
+    const char *sources[] = {source};
+    *program = clCreateProgramWithSource(ctx->context, 1, sources, NULL, &err);
+    if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clCreateProgramWithSource");
+    err = clBuildProgram(*program, 1, &ctx->device, full_options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        keep_build_log(ctx, *program);
+        clReleaseProgram(*program);
+        *program = NULL;
+        return flashcl_fail(ctx, FLASHCL_ERROR_BUILD_FAILED,
+                            "building %s with \"%s\" failed (%s); flashcl_last_build_log() has the log", file,
+                            options, flashcl_cl_error_name(err));
+    }
+    ctx->cache_stats.source_builds++;
+    return FLASHCL_SUCCESS;
+}
+
+/* A new entry's program: from the disk cache when it holds a usable binary, else built from source (and then
+ * stored there). */
 static flashcl_status build_entry(flashcl_context *ctx, const char *const *prelude, const char *file,
                                   const char *key, const char *options, flashcl_program_entry **out) {
     char *source = NULL;
     flashcl_status status = flashcl_kernel_source(ctx, prelude, file, &source);
     if (status != FLASHCL_SUCCESS) return status;
     flashcl_program_entry *e = calloc(1, sizeof *e);
-    if (!e || !(e->file = copy_string(key)) || !(e->options = copy_string(options))) {
+    char *full_options = full_build_options(options);
+    if (!e || !full_options || !(e->file = copy_string(key)) || !(e->options = copy_string(options))) {
         free(source);
+        free(full_options);
         if (e) free_entry(e);
         return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     }
-    cl_int err;
-    const char *sources[] = {source};
-    e->program = clCreateProgramWithSource(ctx->context, 1, sources, NULL, &err);
-    free(source);
-    if (err != CL_SUCCESS) {
-        free_entry(e);
-        return flashcl_fail_cl(ctx, err, "clCreateProgramWithSource");
+    char *disk_key = flashcl_disk_cache_key(ctx, source, full_options); /* NULL: cache off */
+    if (!disk_key || !flashcl_disk_cache_load(ctx, disk_key, full_options, &e->program)) {
+        status = build_from_source(ctx, source, file, options, full_options, &e->program);
+        if (status == FLASHCL_SUCCESS && disk_key) flashcl_disk_cache_store(ctx, disk_key, e->program);
     }
-    /* FLASHCL_BUILD_OPTIONS appends compiler flags (tuning experiments such
-     * as -cl-nv-maxrregcount=N) without a rebuild; the cache key stays the
-     * kernel's own options because the variable is read once per build. */
-    const char *extra = getenv("FLASHCL_BUILD_OPTIONS");
-    char *full_options = NULL;
-    if (extra && *extra) {
-        full_options = malloc(strlen(options) + strlen(extra) + 2);
-        if (!full_options) {
-            free_entry(e);
-            return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-        }
-        sprintf(full_options, "%s %s", options, extra);
-    }
-    err = clBuildProgram(e->program, 1, &ctx->device, full_options ? full_options : options, NULL, NULL);
+    free(disk_key);
     free(full_options);
-    if (err != CL_SUCCESS) {
-        keep_build_log(ctx, e->program);
+    free(source);
+    if (status != FLASHCL_SUCCESS) {
         free_entry(e);
-        return flashcl_fail(ctx, FLASHCL_ERROR_BUILD_FAILED,
-                            "building %s with \"%s\" failed (%s); flashcl_last_build_log() has the log", file,
-                            options, flashcl_cl_error_name(err));
+        return status;
     }
     *out = e;
     return FLASHCL_SUCCESS;

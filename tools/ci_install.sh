@@ -19,6 +19,7 @@ stage_start=$SECONDS
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/flashcl-ci-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 export POCL_CACHE_DIR=$root/build/pocl-cache
+export FLASHCL_CACHE_DIR=$root/build/flashcl-cache # the installed CLI and examples: not the user's ~/.cache
 
 step() { echo "=== ci_install: $1"; }
 fail() {
