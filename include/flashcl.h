@@ -162,10 +162,10 @@ FLASHCL_API void flashcl_context_free(flashcl_context *ctx);
  * *_init_sized functions (flashcl_plan_check reports through its reason
  * argument). Never NULL. The string belongs to the library and is a
  * buffer that later calls rewrite in place: for a ctx, the pointer stays
- * valid until flashcl_context_free(ctx) and the text until the next call on
- * ctx clears or replaces it (most calls clear it as they start); for NULL, the pointer stays valid for
- * the calling thread's life and the text until that thread's next failing
- * call of the kinds above. Copy the text to keep it. */
+ * valid until flashcl_context_free(ctx), the text until a later call on ctx
+ * clears or replaces it (most calls clear it as they start); for NULL, the
+ * pointer stays valid for the calling thread's life, the text until that
+ * thread's next failing call of the kinds above. Copy the text to keep it. */
 FLASHCL_API const char *flashcl_last_error(const flashcl_context *ctx);
 
 /* The build log of the last kernel build that failed on ctx (empty if none;
