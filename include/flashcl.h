@@ -211,7 +211,7 @@ typedef struct flashcl_attention_desc {
      * j <= i + seqlen_k - seqlen_q. */
     int causal;
     /* Sliding-window (local) attention, on when sliding_window is non-zero
-     * (so a zero-filled desc has no window): query i stands at key position
+     * (so zero window fields set no window): query i stands at key position
      * pos = i + seqlen_k - seqlen_q, aligned bottom-right like causal, and
      * sees key j when pos - window_left <= j <= pos + window_right. -1 leaves
      * that side unbounded (the default of both). Intersects with causal
