@@ -2,6 +2,7 @@
  * standard implementation); the host-array form. */
 #include "launch.h"
 #include "standard_attention.h"
+#include "struct_abi.h"
 
 flashcl_status flashcl_backward(flashcl_context *ctx, const flashcl_attention_desc *desc, const flashcl_tensor *q,
                                 const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
@@ -24,6 +25,12 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
     if (!lse)
         return flashcl_fail(ctx, FLASHCL_ERROR_MISSING_LSE,
                             "the backward pass needs the log-sum-exp its forward wrote (lse is NULL)");
+    flashcl_attention_desc full_desc; /* this library's full-size copies of the caller's structs */
+    flashcl_attention_extras full_extras;
+    flashcl_status status;
+    if ((status = flashcl_import_desc(ctx, &desc, &full_desc)) ||
+        (status = flashcl_import_extras(ctx, &extras, &full_extras)))
+        return status;
     const flashcl_call_tensor tensors[] = {
         {"q", q, FLASHCL_SHAPE_Q, 0, 0},     {"k", k, FLASHCL_SHAPE_KV, 0, 0},     {"v", v, FLASHCL_SHAPE_KV, 0, 0},
         {"o", o, FLASHCL_SHAPE_Q, 0, 0},     {"lse", lse, FLASHCL_SHAPE_LSE, 0, 0}, {"dout", dout, FLASHCL_SHAPE_Q, 0, 0},
@@ -32,7 +39,7 @@ flashcl_status flashcl_backward_ex(flashcl_context *ctx, const flashcl_attention
     const int tensor_count = (int)(sizeof tensors / sizeof tensors[0]);
     flashcl_varlen varlen;
     const flashcl_attention_desc *shape_desc;
-    flashcl_status status = flashcl_varlen_resolve(ctx, desc, extras, num_events_in_wait_list, event_wait_list,
+    status = flashcl_varlen_resolve(ctx, desc, extras, num_events_in_wait_list, event_wait_list,
                                                    &varlen, &shape_desc);
     if (status != FLASHCL_SUCCESS) return status;
     status = flashcl_validate_call(ctx, shape_desc, tensors, tensor_count, num_events_in_wait_list, event_wait_list);
@@ -60,7 +67,9 @@ flashcl_status flashcl_backward_host(flashcl_context *ctx, const flashcl_attenti
                                      float *lse, float *dq, float *dk, float *dv) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_backward_host: ctx is NULL");
     flashcl_clear_error(ctx);
-    flashcl_status status = flashcl_validate_desc(ctx, desc);
+    flashcl_attention_desc full_desc;
+    flashcl_status status = flashcl_import_desc(ctx, &desc, &full_desc);
+    if (status == FLASHCL_SUCCESS) status = flashcl_validate_desc(ctx, desc);
     if (status != FLASHCL_SUCCESS) return status;
     if (desc->dtype != FLASHCL_DTYPE_F32)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_backward_host takes float32 arrays only");

@@ -1,5 +1,6 @@
 /* call_plan.c: feeds the dispatcher from a context, and the public questions about plans (what a call would run). */
 #include "call_plan.h"
+#include "struct_abi.h"
 
 #include <string.h>
 
@@ -85,17 +86,25 @@ static flashcl_status check_query(flashcl_context *ctx, flashcl_pass pass, const
     return FLASHCL_SUCCESS;
 }
 
-flashcl_status flashcl_explain_call(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc,
-                                    const flashcl_attention_extras *extras, flashcl_call_stats *stats) {
+flashcl_status flashcl_explain_call_sized(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc,
+                                          const flashcl_attention_extras *extras, flashcl_call_stats *stats,
+                                          size_t struct_size) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_explain_call: ctx is NULL");
     flashcl_clear_error(ctx);
     flashcl_status status = check_query(ctx, pass, stats);
     if (status != FLASHCL_SUCCESS) return status;
+    flashcl_attention_desc full_desc;
+    flashcl_attention_extras full_extras;
+    if ((status = flashcl_import_desc(ctx, &desc, &full_desc)) ||
+        (status = flashcl_import_extras(ctx, &extras, &full_extras)))
+        return status;
     const flashcl_settings settings = settings_of(ctx, pass);
     flashcl_exec_plan plan;
     if ((status = plan_contiguous(ctx, &settings, pass, desc, extras, &plan))) return status;
-    flashcl_exec_plan_report(&plan, stats);
-    return FLASHCL_SUCCESS;
+    flashcl_call_stats full;
+    flashcl_exec_plan_report(&plan, &full);
+    full.struct_size = sizeof full;
+    return flashcl_struct_export(ctx, &flashcl_abi_call_stats, &full, stats, struct_size);
 }
 
 flashcl_status flashcl_context_plan(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc,
@@ -105,6 +114,8 @@ flashcl_status flashcl_context_plan(flashcl_context *ctx, flashcl_pass pass, con
     if (!desc || !plan) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "desc or plan is NULL");
     flashcl_status status = check_query(ctx, pass, plan);
     if (status != FLASHCL_SUCCESS) return status;
+    flashcl_attention_desc full_desc;
+    if ((status = flashcl_import_desc(ctx, &desc, &full_desc))) return status;
     /* The flash implementation's tiles, whichever implementation is selected. */
     flashcl_settings settings = settings_of(ctx, pass);
     settings.impl = FLASHCL_IMPL_FLASH;
@@ -123,7 +134,9 @@ flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, flashcl_impl i
     if (status != FLASHCL_SUCCESS) return status;
     if (impl != FLASHCL_IMPL_FLASH && impl != FLASHCL_IMPL_STANDARD)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown implementation %d", (int)impl);
-    if ((status = flashcl_validate_desc(ctx, desc))) return status;
+    flashcl_attention_desc full_desc;
+    if ((status = flashcl_import_desc(ctx, &desc, &full_desc)) || (status = flashcl_validate_desc(ctx, desc)))
+        return status;
     if (impl == FLASHCL_IMPL_STANDARD) {
         /* A model figure, whatever the standard impl could run (it takes float32 only). */
         *bytes = flashcl_io_model_bytes(desc, impl, pass, NULL);

@@ -4,16 +4,20 @@
 
 #include "disk_cache.h"
 #include "internal.h"
+#include "struct_abi.h"
 
-void flashcl_context_options_init(flashcl_context_options *options) {
-    if (options) memset(options, 0, sizeof *options);
+flashcl_status flashcl_context_options_init_sized(flashcl_context_options *options, size_t struct_size) {
+    return flashcl_struct_init(&flashcl_abi_context_options, options, struct_size);
 }
 
-flashcl_status flashcl_query_device_limits(cl_device_id device, flashcl_device_limits *limits) {
-    /* No context holds the detail: it goes where flashcl_last_error(NULL) reads. */
-    if (!device || !limits)
-        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_query_device_limits: %s is NULL",
-                            device ? "limits" : "device");
+flashcl_status flashcl_device_limits_init_sized(flashcl_device_limits *limits, size_t struct_size) {
+    return flashcl_struct_init(&flashcl_abi_device_limits, limits, struct_size);
+}
+
+/* Fills this library's full-size limits of device. */
+static flashcl_status query_limits(cl_device_id device, flashcl_device_limits *limits) {
+    memset(limits, 0, sizeof *limits);
+    limits->struct_size = sizeof *limits;
     cl_ulong local_mem = 0;
     size_t max_wg = 0;
     cl_uint units = 0;
@@ -33,6 +37,18 @@ flashcl_status flashcl_query_device_limits(cl_device_id device, flashcl_device_l
     clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     if (type & CL_DEVICE_TYPE_GPU) limits->preferred_work_group_multiple = 32;
     return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_query_device_limits_sized(cl_device_id device, flashcl_device_limits *limits,
+                                                 size_t struct_size) {
+    /* No context holds the detail: it goes where flashcl_last_error(NULL) reads. */
+    if (!device || !limits)
+        return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_query_device_limits: %s is NULL",
+                            device ? "limits" : "device");
+    flashcl_device_limits full;
+    flashcl_status status = query_limits(device, &full);
+    if (status != FLASHCL_SUCCESS) return status;
+    return flashcl_struct_export(NULL, &flashcl_abi_device_limits, &full, limits, struct_size);
 }
 
 /* Everything after the queue is known: limits, name, kernel directory, disk cache. */
@@ -59,6 +75,9 @@ static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context
 flashcl_status flashcl_context_create(flashcl_context **out, const flashcl_context_options *options) {
     if (!out) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
+    flashcl_context_options full_options;
+    flashcl_status imported = flashcl_import_options(&options, &full_options);
+    if (imported != FLASHCL_SUCCESS) return imported;
     flashcl_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     char error[FLASHCL_ERROR_CAPACITY] = "";
@@ -103,6 +122,9 @@ flashcl_status flashcl_context_create_from_queue(flashcl_context **out, cl_comma
     if (!out) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (!queue) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "queue is NULL");
+    flashcl_context_options full_options;
+    flashcl_status imported = flashcl_import_options(&options, &full_options);
+    if (imported != FLASHCL_SUCCESS) return imported;
     flashcl_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     flashcl_status status;
@@ -147,10 +169,9 @@ cl_context flashcl_context_cl_context(const flashcl_context *ctx) { return ctx ?
 cl_command_queue flashcl_context_queue(const flashcl_context *ctx) { return ctx ? ctx->queue : NULL; }
 cl_device_id flashcl_context_device(const flashcl_context *ctx) { return ctx ? ctx->device : NULL; }
 
-flashcl_status flashcl_context_limits(flashcl_context *ctx, flashcl_device_limits *limits) {
+flashcl_status flashcl_context_limits_sized(flashcl_context *ctx, flashcl_device_limits *limits, size_t struct_size) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_limits: ctx is NULL");
     flashcl_clear_error(ctx);
     if (!limits) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "limits is NULL");
-    *limits = ctx->caps.limits;
-    return FLASHCL_SUCCESS;
+    return flashcl_struct_export(ctx, &flashcl_abi_device_limits, &ctx->caps.limits, limits, struct_size);
 }

@@ -1,12 +1,15 @@
 /* dropout_mask.c: writes the dropout keep mask the attention kernels apply (cl/dropout.cl), for users and tests. */
 #include "call_features.h"
+#include "struct_abi.h"
 
 flashcl_status flashcl_dropout_mask(flashcl_context *ctx, const flashcl_attention_desc *desc, cl_mem mask,
                                     size_t offset, cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
                                     cl_event *event) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_dropout_mask: ctx is NULL");
     flashcl_clear_error(ctx);
-    flashcl_status status = flashcl_validate_desc(ctx, desc);
+    flashcl_attention_desc full_desc;
+    flashcl_status status = flashcl_import_desc(ctx, &desc, &full_desc);
+    if (status == FLASHCL_SUCCESS) status = flashcl_validate_desc(ctx, desc);
     if (status != FLASHCL_SUCCESS) return status;
     if (desc->dropout_p <= 0.0f)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_dropout_mask needs dropout_p in (0, 1)");

@@ -2,6 +2,7 @@
  * standard implementation). */
 #include "launch.h"
 #include "standard_attention.h"
+#include "struct_abi.h"
 
 flashcl_status flashcl_forward(flashcl_context *ctx, const flashcl_attention_desc *desc, const flashcl_tensor *q,
                                const flashcl_tensor *k, const flashcl_tensor *v, const flashcl_tensor *o,
@@ -18,9 +19,15 @@ flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_
                                   const cl_event *event_wait_list, cl_event *event) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_ex: ctx is NULL");
     flashcl_clear_error(ctx);
+    flashcl_attention_desc full_desc; /* this library's full-size copies of the caller's structs */
+    flashcl_attention_extras full_extras;
+    flashcl_status status;
+    if ((status = flashcl_import_desc(ctx, &desc, &full_desc)) ||
+        (status = flashcl_import_extras(ctx, &extras, &full_extras)))
+        return status;
     flashcl_varlen varlen;
     const flashcl_attention_desc *shape_desc;
-    flashcl_status status = flashcl_varlen_resolve(ctx, desc, extras, num_events_in_wait_list, event_wait_list,
+    status = flashcl_varlen_resolve(ctx, desc, extras, num_events_in_wait_list, event_wait_list,
                                                    &varlen, &shape_desc);
     if (status != FLASHCL_SUCCESS) return status;
     status = flashcl_validate_forward_args(ctx, shape_desc, q, k, v, o, lse, num_events_in_wait_list, event_wait_list);

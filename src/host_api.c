@@ -1,12 +1,15 @@
 /* host_api.c: the convenience forward call on host arrays (copies in, runs, copies out, blocks). */
 #include "internal.h"
+#include "struct_abi.h"
 #include "validate.h"
 
 flashcl_status flashcl_forward_host(flashcl_context *ctx, const flashcl_attention_desc *desc, flashcl_layout layout,
                                     const float *q, const float *k, const float *v, float *o, float *lse) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_host: ctx is NULL");
     flashcl_clear_error(ctx);
-    flashcl_status status = flashcl_validate_desc(ctx, desc);
+    flashcl_attention_desc full_desc;
+    flashcl_status status = flashcl_import_desc(ctx, &desc, &full_desc);
+    if (status == FLASHCL_SUCCESS) status = flashcl_validate_desc(ctx, desc);
     if (status != FLASHCL_SUCCESS) return status;
     if (desc->dtype != FLASHCL_DTYPE_F32)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_host takes float32 arrays only");

@@ -4,6 +4,7 @@
 
 #include "internal.h"
 #include "mma_backends.h"
+#include "struct_abi.h"
 
 flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashcl_impl impl) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_impl: ctx is NULL");
@@ -46,7 +47,8 @@ flashcl_status flashcl_context_set_memory_budget(flashcl_context *ctx, size_t by
     return FLASHCL_SUCCESS;
 }
 
-flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_stats *stats) {
+flashcl_status flashcl_last_call_stats_sized(const flashcl_context *ctx, flashcl_call_stats *stats,
+                                             size_t struct_size) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_last_call_stats: ctx is NULL");
     /* The query takes a const context, yet its failure needs a message where
      * flashcl_last_error(ctx) finds it; every context is allocated by
@@ -59,8 +61,7 @@ flashcl_status flashcl_last_call_stats(const flashcl_context *ctx, flashcl_call_
         return flashcl_fail(writable, FLASHCL_ERROR_INVALID_ARGUMENT,
                             "flashcl_last_call_stats: no flashcl_forward or flashcl_backward has succeeded on this "
                             "context yet");
-    *stats = ctx->last_stats;
-    return FLASHCL_SUCCESS;
+    return flashcl_struct_export(writable, &flashcl_abi_call_stats, &ctx->last_stats, stats, struct_size);
 }
 
 flashcl_status flashcl_context_force_plan(flashcl_context *ctx, flashcl_pass pass, const flashcl_plan *plan) {

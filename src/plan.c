@@ -4,6 +4,7 @@
 
 #include "internal.h"
 #include "plan_footprint.h"
+#include "struct_abi.h"
 
 /* Work-item register budget: the accumulator and score arrays of one
  * work-item (ROWS_PER_ITEM x DIMS_PER_ITEM and ROWS_PER_ITEM x KEYS_PER_ITEM
@@ -48,6 +49,12 @@ flashcl_status flashcl_plan_check(const flashcl_device_limits *limits, flashcl_p
         snprintf(reason, reason_size, "limits or plan is NULL");
         return FLASHCL_ERROR_INVALID_ARGUMENT;
     }
+    flashcl_device_limits full; /* this library's full-size copy of the caller's limits */
+    if (flashcl_struct_import(NULL, &flashcl_abi_device_limits, limits, &full) != FLASHCL_SUCCESS) {
+        snprintf(reason, reason_size, "%s", flashcl_last_error(NULL));
+        return FLASHCL_ERROR_INVALID_ARGUMENT;
+    }
+    limits = &full;
     if (head_dim < 1 || head_dim > FLASHCL_MAX_HEAD_DIM) {
         snprintf(reason, reason_size, "head_dim %d outside 1..%d", head_dim, FLASHCL_MAX_HEAD_DIM);
         return FLASHCL_ERROR_UNSUPPORTED;
@@ -144,6 +151,10 @@ flashcl_status flashcl_plan_choose(const flashcl_device_limits *limits, flashcl_
     if (!limits || !plan)
         return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_plan_choose: %s is NULL",
                             limits ? "plan" : "limits");
+    flashcl_device_limits full; /* this library's full-size copy of the caller's limits */
+    flashcl_status status = flashcl_struct_import(NULL, &flashcl_abi_device_limits, limits, &full);
+    if (status != FLASHCL_SUCCESS) return status;
+    limits = &full;
     if (head_dim < 1 || head_dim > FLASHCL_MAX_HEAD_DIM)
         return flashcl_fail(NULL, FLASHCL_ERROR_UNSUPPORTED, "flashcl_plan_choose: head_dim %d is outside 1..%d",
                             head_dim, FLASHCL_MAX_HEAD_DIM);

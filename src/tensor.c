@@ -1,27 +1,25 @@
 /* tensor.c: constructors for problem descriptions and contiguous tensor views. */
 #include <math.h>
-#include <string.h>
 
 #include "internal.h"
+#include "struct_abi.h"
 
-void flashcl_attention_desc_init(flashcl_attention_desc *desc, int batch, int heads, int seqlen_q, int seqlen_k,
-                                 int head_dim) {
-    if (!desc) return;
-    memset(desc, 0, sizeof *desc);
+flashcl_status flashcl_attention_desc_init_sized(flashcl_attention_desc *desc, size_t struct_size, int batch,
+                                                 int heads, int seqlen_q, int seqlen_k, int head_dim) {
+    flashcl_status status = flashcl_struct_init(&flashcl_abi_attention_desc, desc, struct_size);
+    if (status != FLASHCL_SUCCESS) return status;
+    /* The shape is in every version of the struct; the rest are struct_init's defaults. */
     desc->batch = batch;
     desc->heads_q = heads;
     desc->heads_kv = heads;
     desc->seqlen_q = seqlen_q;
     desc->seqlen_k = seqlen_k;
     desc->head_dim = head_dim;
-    desc->dtype = FLASHCL_DTYPE_F32;
-    desc->window_left = -1;
-    desc->window_right = -1;
+    return FLASHCL_SUCCESS;
 }
 
-void flashcl_attention_extras_init(flashcl_attention_extras *extras) {
-    if (!extras) return;
-    memset(extras, 0, sizeof *extras);
+flashcl_status flashcl_attention_extras_init_sized(flashcl_attention_extras *extras, size_t struct_size) {
+    return flashcl_struct_init(&flashcl_abi_attention_extras, extras, struct_size);
 }
 
 flashcl_tensor flashcl_tensor_contiguous(cl_mem buffer, flashcl_layout layout, int heads, int seqlen, int head_dim) {

@@ -3,10 +3,23 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "struct_abi.h"
 #include "validate.h"
 
 flashcl_status flashcl_validate_desc(flashcl_context *ctx, const flashcl_attention_desc *desc) {
     if (!desc) return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
+    /* The public calls import the caller's desc first (struct_abi.h), which leaves this library's size in
+     * struct_size. A call that reaches here without importing still gets the size checked; a larger struct
+     * is then safe to read in place, an older (smaller) one is not. */
+    if (desc->struct_size != sizeof *desc) {
+        flashcl_attention_desc checked;
+        flashcl_status status = flashcl_struct_import(ctx, &flashcl_abi_attention_desc, desc, &checked);
+        if (status != FLASHCL_SUCCESS) return status;
+        if (desc->struct_size < sizeof *desc)
+            return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                "flashcl_attention_desc.struct_size is %zu, an older version this call cannot read",
+                                desc->struct_size);
+    }
     if (desc->batch < 1 || desc->heads_q < 1 || desc->heads_kv < 1 || desc->seqlen_q < 1 || desc->seqlen_k < 1)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
                             "batch (%d), heads_q (%d), heads_kv (%d), seqlen_q (%d) and seqlen_k (%d) must be >= 1",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The packaging stage of CI (.ci/run runs it after the normal tests; needs build/ from tools/setup.sh):
 #   1. install: build/ (configured with the default prefix) installed with `cmake --install --prefix`
-#      into a temporary directory, then moved, so nothing may depend on where it was installed;
+#      into a temporary directory, then moved, so nothing may depend on where it was installed; the
+#      library's soname follows the ABI policy (README);
 #   2. examples/embed.c built against that installed copy through find_package(flashcl CONFIG) and
 #      through plain `cc $(pkg-config --cflags --libs flashcl)`, each run on POCL;
 #   3. the installed bin/flashcl run with no LD_LIBRARY_PATH (its RPATH $ORIGIN/../lib);
@@ -50,6 +51,16 @@ done
 if grep -rlF "$tmp/installed" "$prefix" >/dev/null; then
   fail "installed files name the install directory: $(grep -rlF "$tmp/installed" "$prefix" | tr '\n' ' ')"
 fi
+
+# The soname rule (README, "ABI policy"): libflashcl.so.MAJOR.MINOR during 0.x, libflashcl.so.MAJOR from 1.0.
+version_macro() { sed -n "s/^#define FLASHCL_VERSION_$1 \([0-9]*\)$/\1/p" "$prefix/include/flashcl_version.h"; }
+major=$(version_macro MAJOR)
+minor=$(version_macro MINOR)
+if [ "$major" = 0 ]; then want_soname=libflashcl.so.0.$minor; else want_soname=libflashcl.so.$major; fi
+soname=$(readelf -d "$prefix/lib/libflashcl.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+[ "$soname" = "$want_soname" ] || fail "soname is '$soname', the ABI policy says $want_soname"
+[ -e "$prefix/lib/$soname" ] || fail "the soname's link $soname is not installed"
+echo "soname: $soname"
 
 # ---- 2. the example against the installed package ----------------------------------------------------
 step "examples/ through find_package(flashcl CONFIG)"

@@ -65,16 +65,17 @@ require_tests() {
 if [[ " $steps " == *" asan "* ]]; then
   begin "ASan+UBSan build"
   configure build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
-    -DFLASHCL_TEST_AREAS="forward;backward;cli"
+    -DFLASHCL_TEST_AREAS="forward;backward;cli;abi"
   cmake --build build-asan -j"$jobs" --target flashcl_cli cli_make_inputs cli_test_npy cli_test_half_float \
-    test_forward_errors test_backward_api test_threads
+    test_forward_errors test_backward_api test_threads test_struct_sizes test_struct_sizes_device
   end "ASan+UBSan build"
 
-  # On POCL: the error and API suites, the threads test, the .npy and half-float suites, and the
+  # On POCL: the error and API suites, the struct_size protocol's suites (they read and write callers'
+  # structs bytewise), the threads test, the .npy and half-float suites, and the
   # flashcl program: forward + backward with --check on f32 and f16, window + block mask, dropout,
   # varlen, and its refusals (malformed files, wrong mask shapes, usage errors). ctest adds the
   # fixtures that write their input files.
-  named=(forward_errors_pocl backward_api_pocl threads_pocl cli_test_npy cli_test_half_float
+  named=(forward_errors_pocl backward_api_pocl abi_struct_sizes abi_struct_sizes_device_pocl threads_pocl cli_test_npy cli_test_half_float
          cli_backward_flash_gqa_f32_bshd_causal_pocl cli_backward_flash_gqa_f16_bhsd_causal_pocl
          cli_window_block_mask_pocl cli_dropout_pocl cli_varlen_pocl cli_varlen_block_mask_pocl
          cli_block_mask_wrong_shape_pocl cli_varlen_block_mask_wrong_shape_pocl cli_device_not_found_pocl

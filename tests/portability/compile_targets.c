@@ -28,7 +28,7 @@ const compile_target *compile_target_find(const char *name) {
 flashcl_device_caps compile_target_caps(const compile_target *t) {
     flashcl_device_caps c;
     memset(&c, 0, sizeof c);
-    c.limits = (flashcl_device_limits){t->local_mem_bytes, t->max_work_group_size, (size_t)t->subgroup_width,
+    c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), t->local_mem_bytes, t->max_work_group_size, (size_t)t->subgroup_width,
                                        t->compute_units};
     snprintf(c.name, sizeof c.name, "%s", t->device_name);
     c.vendor = t->vendor;

@@ -68,7 +68,7 @@ static const real_device devices[] = {
 static flashcl_device_caps caps_of(const real_device *d) {
     flashcl_device_caps c;
     memset(&c, 0, sizeof c);
-    c.limits = (flashcl_device_limits){d->local_mem_bytes, d->max_work_group_size, (size_t)d->subgroup_width,
+    c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), d->local_mem_bytes, d->max_work_group_size, (size_t)d->subgroup_width,
                                        d->compute_units};
     snprintf(c.name, sizeof c.name, "%s", d->name);
     c.vendor = d->vendor;
@@ -146,7 +146,7 @@ static void check_constraints(const real_device *d, flashcl_pass pass, int head_
     if (plan->kind == FLASHCL_KERNEL_PORTABLE) { /* the planner's own check agrees, local memory included */
         flashcl_plan again = *t;
         char why[256];
-        ck_assert_msg(flashcl_plan_check(&(flashcl_device_limits){d->local_mem_bytes, d->max_work_group_size, 0, 0},
+        ck_assert_msg(flashcl_plan_check(&(flashcl_device_limits){sizeof(flashcl_device_limits), d->local_mem_bytes, d->max_work_group_size, 0, 0},
                                          pass, head_dim, dtype, &again, why, sizeof why) == FLASHCL_SUCCESS,
                       "%s d%d: %s", d->name, head_dim, why);
         ck_assert_uint_eq(again.local_mem_bytes, t->local_mem_bytes);
