@@ -688,6 +688,9 @@ FLASHCL_API flashcl_status flashcl_context_set_decode_kernel(flashcl_context *ct
  * the call validates against them without reading the device; without
  * them it reads the buffers back (blocking) to validate. */
 typedef struct flashcl_kv_cache {
+    /* sizeof(flashcl_kv_cache) as the caller's header declares it; set by
+     * flashcl_kv_cache_init (see "Struct versions" above). */
+    size_t struct_size;
     flashcl_tensor k, v;
     int capacity;   /* contiguous: rows per sequence */
     int page_size;  /* 0: contiguous; rows per page */
@@ -701,7 +704,10 @@ typedef struct flashcl_kv_cache {
 } flashcl_kv_cache;
 
 /* Zero lengths, no buffers, contiguous. */
-FLASHCL_API void flashcl_kv_cache_init(flashcl_kv_cache *cache);
+FLASHCL_API flashcl_status flashcl_kv_cache_init_sized(flashcl_kv_cache *cache, size_t struct_size);
+static inline void flashcl_kv_cache_init(flashcl_kv_cache *cache) {
+    (void)flashcl_kv_cache_init_sized(cache, sizeof *cache);
+}
 
 /* Attention of q against a KV cache, with an optional append first.
  * desc: batch, heads_q, heads_kv, seqlen_q (query rows per sequence),
@@ -851,6 +857,8 @@ FLASHCL_API flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, fl
  * the driver refuses, is rebuilt from source and overwritten. The cache never
  * makes a call fail: a directory that cannot be written means no caching. */
 typedef struct flashcl_cache_stats {
+    /* The caller's sizeof, set by flashcl_context_cache_stats (see "Struct versions" above). */
+    size_t struct_size;
     int disk_enabled;             /* 1: this context reads and writes the disk cache */
     uint64_t source_builds;       /* programs compiled from OpenCL C source */
     uint64_t disk_hits;           /* programs made from a binary read from disk */
@@ -862,7 +870,11 @@ typedef struct flashcl_cache_stats {
 } flashcl_cache_stats;
 
 /* The program-cache counters of ctx since it was created. */
-FLASHCL_API flashcl_status flashcl_context_cache_stats(const flashcl_context *ctx, flashcl_cache_stats *stats);
+FLASHCL_API flashcl_status flashcl_context_cache_stats_sized(const flashcl_context *ctx, flashcl_cache_stats *stats,
+                                                             size_t struct_size);
+static inline flashcl_status flashcl_context_cache_stats(const flashcl_context *ctx, flashcl_cache_stats *stats) {
+    return flashcl_context_cache_stats_sized(ctx, stats, sizeof *stats);
+}
 
 #ifdef __cplusplus
 }

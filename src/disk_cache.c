@@ -10,6 +10,7 @@
 #include "cache_file.h"
 #include "cache_fs.h"
 #include "disk_cache.h"
+#include "struct_abi.h"
 
 /* No program binary of ours comes near this; a larger file is not one of ours. */
 #define MAX_ENTRY_BYTES ((size_t)1 << 30)
@@ -220,10 +221,14 @@ void flashcl_disk_cache_store(flashcl_context *ctx, const char *key, cl_program 
     free(binary);
 }
 
-flashcl_status flashcl_context_cache_stats(const flashcl_context *ctx, flashcl_cache_stats *stats) {
+flashcl_status flashcl_context_cache_stats_sized(const flashcl_context *ctx, flashcl_cache_stats *stats,
+                                                 size_t struct_size) {
     if (!ctx || !stats)
         return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_cache_stats: %s is NULL",
                             ctx ? "stats" : "ctx");
-    *stats = ctx->cache_stats;
-    return FLASHCL_SUCCESS;
+    flashcl_cache_stats full = ctx->cache_stats;
+    full.struct_size = sizeof full;
+    /* Written up to the caller's size (struct_abi.h); a refusal's message goes where flashcl_last_error(NULL)
+     * reads, as the context is const here. */
+    return flashcl_struct_export(NULL, &flashcl_abi_cache_stats, &full, stats, struct_size);
 }

@@ -4,10 +4,11 @@
 #include <string.h>
 
 #include "launch.h"
+#include "struct_abi.h"
 #include "validate.h"
 
-void flashcl_kv_cache_init(flashcl_kv_cache *cache) {
-    if (cache) memset(cache, 0, sizeof *cache);
+flashcl_status flashcl_kv_cache_init_sized(flashcl_kv_cache *cache, size_t struct_size) {
+    return flashcl_struct_init(&flashcl_abi_kv_cache, cache, struct_size);
 }
 
 /* The most keys a sequence of the cache may hold. */
@@ -173,7 +174,14 @@ flashcl_status flashcl_forward_kv_cache(flashcl_context *ctx, const flashcl_atte
     flashcl_clear_error(ctx);
     if (!desc || !cache)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_kv_cache: desc or cache is NULL");
-    flashcl_status status = check_layout(ctx, cache);
+    /* This library's full-size copies of the caller's structs (their struct_size checked). */
+    flashcl_attention_desc full_desc;
+    flashcl_kv_cache full_cache;
+    flashcl_status status = flashcl_import_desc(ctx, &desc, &full_desc);
+    if (status != FLASHCL_SUCCESS) return status;
+    if ((status = flashcl_struct_import(ctx, &flashcl_abi_kv_cache, cache, &full_cache))) return status;
+    cache = &full_cache;
+    status = check_layout(ctx, cache);
     if (status != FLASHCL_SUCCESS) return status;
     /* The call as the kernels see it: seqlen_k the most keys a sequence may have. */
     flashcl_attention_desc d = *desc;

@@ -30,6 +30,8 @@ extern const flashcl_struct_abi flashcl_abi_attention_desc;
 extern const flashcl_struct_abi flashcl_abi_attention_extras;
 extern const flashcl_struct_abi flashcl_abi_device_limits;
 extern const flashcl_struct_abi flashcl_abi_call_stats;
+extern const flashcl_struct_abi flashcl_abi_kv_cache;
+extern const flashcl_struct_abi flashcl_abi_cache_stats;
 
 /* Reads the caller's struct at user (non-NULL) into full (abi->size bytes): full gets abi's defaults,
  * then the caller's fields up to its struct_size, then struct_size = abi->size. Refuses, with a message

@@ -17,6 +17,8 @@ static const size_t desc_versions[] = {sizeof(flashcl_attention_desc)};
 static const size_t extras_versions[] = {sizeof(flashcl_attention_extras)};
 static const size_t limits_versions[] = {sizeof(flashcl_device_limits)};
 static const size_t stats_versions[] = {sizeof(flashcl_call_stats)};
+static const size_t kv_cache_versions[] = {sizeof(flashcl_kv_cache)};
+static const size_t cache_stats_versions[] = {sizeof(flashcl_cache_stats)};
 
 /* The desc's non-zero defaults: no window on either side. Its shape has no default (every version has it). */
 static void desc_defaults(void *full) {
@@ -43,6 +45,13 @@ const flashcl_struct_abi flashcl_abi_device_limits = {
 const flashcl_struct_abi flashcl_abi_call_stats = {
     "flashcl_call_stats", "flashcl_last_call_stats or flashcl_explain_call", sizeof(flashcl_call_stats),
     stats_versions, COUNT(stats_versions), NULL};
+
+const flashcl_struct_abi flashcl_abi_kv_cache = {
+    "flashcl_kv_cache", "flashcl_kv_cache_init", sizeof(flashcl_kv_cache), kv_cache_versions, COUNT(kv_cache_versions),
+    NULL};
+const flashcl_struct_abi flashcl_abi_cache_stats = {
+    "flashcl_cache_stats", "flashcl_context_cache_stats", sizeof(flashcl_cache_stats), cache_stats_versions,
+    COUNT(cache_stats_versions), NULL};
 
 flashcl_status flashcl_import_desc(flashcl_context *ctx, const flashcl_attention_desc **desc,
                                    flashcl_attention_desc *full) {
