@@ -17,6 +17,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <flashcl.h>
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,13 +35,25 @@ static float random_value(unsigned *state) {
     return (float)((*state >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
+/* Case-insensitive substring test (ASCII). */
+static int contains(const char *text, const char *want) {
+    for (; *text; ++text) {
+        size_t i = 0;
+        while (want[i] && text[i] && tolower((unsigned char)text[i]) == tolower((unsigned char)want[i])) ++i;
+        if (!want[i]) return 1;
+    }
+    return 0;
+}
+
+/* Whether the device's or its platform's name or vendor contains want ("pocl" is in POCL's platform vendor). */
 static int matches(cl_device_id device, cl_platform_id platform, const char *want) {
-    char text[3][256] = {"", "", ""};
-    clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof text[0], text[0], NULL);
-    clGetDeviceInfo(device, CL_DEVICE_VENDOR, sizeof text[1], text[1], NULL);
-    clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof text[2], text[2], NULL);
-    for (int i = 0; i < 3; ++i)
-        if (strstr(text[i], want)) return 1;
+    char text[4][256] = {"", "", "", ""};
+    clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof text[0] - 1, text[0], NULL);
+    clGetDeviceInfo(device, CL_DEVICE_VENDOR, sizeof text[1] - 1, text[1], NULL);
+    clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof text[2] - 1, text[2], NULL);
+    clGetPlatformInfo(platform, CL_PLATFORM_VENDOR, sizeof text[3] - 1, text[3], NULL);
+    for (int i = 0; i < 4; ++i)
+        if (contains(text[i], want)) return 1;
     return 0;
 }
 
