@@ -80,21 +80,9 @@ def flash_rows(records, backward):
             and row_is_backward(r) == backward]
 
 
-def time_torch(torch, backend, batch, heads, seqlen, head_dim, causal, dtype, backward, repeat):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    backends = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-                "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-    tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    shape = (batch, heads, seqlen, head_dim)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=tdtype, requires_grad=backward) for _ in range(3))
-    dout = torch.randn(shape, device="cuda", dtype=tdtype)
-
-    def step():
-        with sdpa_kernel(backends[backend]):
-            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            if backward:
-                o.backward(dout)
-
+def median_cuda_ms(torch, step, repeat):
+    """(median ms of `repeat` calls of step timed with CUDA events after 3 warm-ups, None), or (None, the
+    reason) when the backend refuses the shape or runs out of memory."""
     try:
         for _ in range(3):
             step()
@@ -111,6 +99,24 @@ def time_torch(torch, backend, batch, heads, seqlen, head_dim, causal, dtype, ba
         times.append(start.elapsed_time(end))
     times.sort()
     return times[len(times) // 2], None
+
+
+def time_torch(torch, backend, batch, heads, seqlen, head_dim, causal, dtype, backward, repeat):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backends = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    shape = (batch, heads, seqlen, head_dim)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=tdtype, requires_grad=backward) for _ in range(3))
+    dout = torch.randn(shape, device="cuda", dtype=tdtype)
+
+    def step():
+        with sdpa_kernel(backends[backend]):
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            if backward:
+                o.backward(dout)
+
+    return median_cuda_ms(torch, step, repeat)
 
 
 def run_flashcl_decode(args):
@@ -148,22 +154,7 @@ def time_torch_decode(torch, backend, r, dtype, repeat):
         with sdpa_kernel(backends[backend]):
             torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=hq != hkv)
 
-    try:
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-    except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-        return None, str(e).splitlines()[0][:60]
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2], None
+    return median_cuda_ms(torch, step, repeat)
 
 
 def print_decode_table(torch, args, backends, records):
