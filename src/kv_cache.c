@@ -101,7 +101,7 @@ static flashcl_status check_lengths(flashcl_context *ctx, const flashcl_attentio
                                       (int)page, c->num_pages);
                 goto done;
             }
-            if (append && lens[b] + added > lens[b] && j >= first) writer[page] = (long long)b * c->max_pages + j;
+            if (append && j >= first) writer[page] = (long long)b * c->max_pages + j;
         }
     }
     if (append) {
