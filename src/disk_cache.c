@@ -81,8 +81,25 @@ static char *device_key(const flashcl_context *ctx) {
     return ok ? key : NULL;
 }
 
+/* 1 when ctx runs on POCL with POCL's own kernel cache on (its default; POCL_KERNEL_CACHE=0 turns it off).
+ * There the disk cache only costs: POCL keeps every build on disk itself, and reading a program's binary
+ * back from POCL (which storing it needs) makes POCL compile every kernel of the program a second time,
+ * for any work-group size, whether or not it is ever run: +60% on a cold test suite (docs/perf.md). */
+static int driver_caches_itself(const flashcl_context *ctx) {
+    char platform[64] = "";
+    if (clGetPlatformInfo(ctx->platform, CL_PLATFORM_NAME, sizeof platform - 1, platform, NULL) != CL_SUCCESS)
+        return 0;
+    if (strcmp(platform, "Portable Computing Language") != 0) return 0;
+    const char *pocl_cache = getenv("POCL_KERNEL_CACHE");
+    return !pocl_cache || strcmp(pocl_cache, "0") != 0;
+}
+
 void flashcl_disk_cache_open(flashcl_context *ctx) {
     ctx->disk_cache = NULL;
+    if (driver_caches_itself(ctx)) {
+        note(ctx, "disk cache off: POCL caches its own builds (POCL_KERNEL_CACHE=0 turns that off and this on)");
+        return;
+    }
     const char *why = "";
     char *dir = flashcl_cache_fs_dir_from_env(&why);
     if (!dir) {

@@ -110,7 +110,7 @@ if [[ " $steps " == *" asan "* ]]; then
   #                      it costs POCL's cold kernel builds (LLVM allocates a lot) 5 to 7 times their
   #                      time (backward_api: 2 min 10 s instead of 17 s). Pass 1 therefore runs the
   #                      selection with every ASan and UBSan check but leaks and builds POCL's kernel
-  #                      cache (POCL_CACHE_DIR of each suite, inside build-asan/); pass 2 runs it again
+  #                      cache (POCL_CACHE_DIR, shared, inside build-asan/); pass 2 runs it again
   #                      on the warm cache with leak checking and full allocation stacks.
   # Check forks every test (CK_FORK): LSan checks each child at its exit and a leak makes the child
   # exit 1, which Check reports as an error of that test; CK_FORK=no also works (one check at exit).

@@ -277,10 +277,62 @@ START_TEST(stats_refuse_null) {
 }
 END_TEST
 
+/* With POCL's own cache on the library leaves its disk cache off (off_where_pocl_caches_itself), so the
+ * other tests run with POCL_KERNEL_CACHE=0 to test the disk cache on POCL too. POCL reads that variable once,
+ * when its devices are first listed, and the library at every context creation: listing the devices first
+ * keeps POCL's cache on for this process, which keeps its repeated builds cheap (without it the suite takes
+ * a minute on POCL instead of seconds). Run in each test's own process (a checked fixture: POCL's threads do
+ * not survive a fork, so the parent must not start it) and in each --child. */
+static void keep_pocl_cache_but_test_ours(void) {
+    unsetenv("POCL_KERNEL_CACHE");
+    cl_platform_id platforms[16];
+    cl_uint count = 0;
+    if (clGetPlatformIDs(16, platforms, &count) == CL_SUCCESS) {
+        for (cl_uint i = 0; i < count && i < 16; ++i) {
+            cl_uint devices = 0;
+            (void)clGetDeviceIDs(platforms[i], CL_DEVICE_TYPE_ALL, 0, NULL, &devices);
+        }
+    }
+    setenv("POCL_KERNEL_CACHE", "0", 1);
+}
+
+/* POCL keeps every build in a cache of its own (on unless POCL_KERNEL_CACHE=0), and storing a program of
+ * ours makes POCL compile all its kernels a second time: with POCL's cache on, the disk cache stays off and
+ * says why. (main sets POCL_KERNEL_CACHE=0 for the other tests, so that they test the cache on POCL too.) */
+START_TEST(off_where_pocl_caches_itself) {
+    char *dir = cache_in_scratch();
+    unsetenv("POCL_KERNEL_CACHE");
+    flashcl_context *ctx = ts_context();
+    cl_platform_id id = NULL;
+    ck_assert_int_eq(clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_PLATFORM, sizeof id, &id, NULL),
+                     CL_SUCCESS);
+    char platform[64] = "";
+    ck_assert_int_eq(clGetPlatformInfo(id, CL_PLATFORM_NAME, sizeof platform - 1, platform, NULL), CL_SUCCESS);
+    const int pocl = strcmp(platform, "Portable Computing Language") == 0;
+    flashcl_cache_stats stats;
+    ck_assert_int_eq(flashcl_context_cache_stats(ctx, &stats), FLASHCL_SUCCESS);
+    ck_assert_int_eq(stats.disk_enabled, !pocl);
+    if (pocl) ck_assert_msg(strstr(stats.note, "POCL") != NULL, "note: %s", stats.note);
+    flashcl_context_free(ctx);
+    setenv("POCL_KERNEL_CACHE", "1", 1); /* said explicitly: the same */
+    ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_cache_stats(ctx, &stats), FLASHCL_SUCCESS);
+    ck_assert_int_eq(stats.disk_enabled, !pocl);
+    flashcl_context_free(ctx);
+    setenv("POCL_KERNEL_CACHE", "0", 1);
+    ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_cache_stats(ctx, &stats), FLASHCL_SUCCESS);
+    ck_assert_int_eq(stats.disk_enabled, 1);
+    flashcl_context_free(ctx);
+    free(dir);
+}
+END_TEST
+
 static Suite *disk_cache_suite(void) {
     Suite *s = suite_create("disk_cache");
     TCase *tc = tcase_create("disk_cache");
     tcase_set_timeout(tc, TS_CASE_TIMEOUT);
+    tcase_add_checked_fixture(tc, keep_pocl_cache_but_test_ours, NULL);
     tcase_add_test(tc, second_context_reads_disk);
     tcase_add_test(tc, second_process_reads_disk);
     tcase_add_loop_test(tc, damaged_entries_are_rebuilt, 0, DC_DAMAGE_COUNT);
@@ -291,6 +343,7 @@ static Suite *disk_cache_suite(void) {
     tcase_add_test(tc, default_locations);
     tcase_add_test(tc, concurrent_writers_leave_valid_files);
     tcase_add_test(tc, stats_refuse_null);
+    tcase_add_test(tc, off_where_pocl_caches_itself);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -310,7 +363,10 @@ static int first_call_main(void) {
 
 int main(int argc, char **argv) {
     dc_self = argv[0];
-    if (argc == 3 && strcmp(argv[1], "--child") == 0) return dc_child_main(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+        keep_pocl_cache_but_test_ours();
+        return dc_child_main(argv[2]);
+    }
     if (argc == 2 && strcmp(argv[1], "--first-call") == 0) return first_call_main();
     SRunner *runner = srunner_create(disk_cache_suite());
     srunner_run_all(runner, CK_NORMAL);
