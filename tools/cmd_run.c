@@ -8,6 +8,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "npy.h"
+#include "run_cache.h"
 #include "run_check.h"
 #include "run_files.h"
 #include "run_inputs.h"
@@ -462,6 +463,11 @@ int flashcl_cmd_run(int argc, char **argv) {
     if (paths != FLASHCL_EXIT_OK) {
         run_files_free(&s.files);
         return paths;
+    }
+    if (run_is_cache(&s.options)) {
+        const int status = run_cache_command(&s.options, &s.files);
+        run_files_free(&s.files);
+        return status;
     }
     /* Files next: a bad file is reported before any OpenCL start-up cost. */
     if (run_load_inputs(&s.options, &s.inputs) != 0) {

@@ -17,12 +17,19 @@
  * ".NAME.XXXXXX" stays within NAME_MAX however long NAME is. */
 #define TEMP_NAME_KEEP 200
 
-static void add_file(run_files *files, const char *option, const char *path, int output) {
-    if (!path) return;
+static run_file *add_file(run_files *files, const char *option, const char *path, int output) {
+    if (!path) return NULL;
     run_file *f = &files->files[files->count++];
     f->option = option;
     f->path = path;
     f->output = output;
+    return f;
+}
+
+/* A cache output, which may name its own input file (an in-place update). */
+static void add_cache_output(run_files *files, const char *option, const char *path, const char *input_option) {
+    run_file *f = add_file(files, option, path, 1);
+    if (f) f->may_replace = input_option;
 }
 
 /* Inputs first, so that a clash names the input an output would replace. */
@@ -34,12 +41,20 @@ static void list_files(const run_options *o, run_files *files) {
     add_file(files, "--block-mask", o->block_mask_path, 0);
     add_file(files, "--cu-seqlens-q", o->cu_seqlens_q_path, 0);
     add_file(files, "--cu-seqlens-k", o->cu_seqlens_k_path, 0);
+    add_file(files, "--k-cache", o->k_cache_path, 0);
+    add_file(files, "--v-cache", o->v_cache_path, 0);
+    add_file(files, "--cache-seqlens", o->cache_seqlens_path, 0);
+    add_file(files, "--block-table", o->block_table_path, 0);
+    add_file(files, "--k-new", o->k_new_path, 0);
+    add_file(files, "--v-new", o->v_new_path, 0);
     add_file(files, "--out", o->out_path, 1);
     add_file(files, "--lse", o->lse_path, 1);
     add_file(files, "--dq", o->dq_path, 1);
     add_file(files, "--dk", o->dk_path, 1);
     add_file(files, "--dv", o->dv_path, 1);
     add_file(files, "--dropout-mask", o->dropout_mask_path, 1);
+    add_cache_output(files, "--k-cache-out", o->k_cache_out_path, "--k-cache");
+    add_cache_output(files, "--v-cache-out", o->v_cache_out_path, "--v-cache");
 }
 
 /* Splits path into a new directory string and a pointer to its last name
@@ -102,9 +117,11 @@ static int same_file(const run_file *a, const run_file *b) {
 }
 
 static int report_clash(const run_file *output, const run_file *other) {
-    fprintf(stderr, "flashcl run: %s %s and %s %s name the same file%s\n", output->option, output->path,
+    fprintf(stderr, "flashcl run: %s %s and %s %s name the same file%s", output->option, output->path,
             other->option, other->path,
             other->output ? ": each output needs a file of its own" : ": an output may not replace an input");
+    if (output->may_replace && !other->output) fprintf(stderr, " (other than %s's, in place)", output->may_replace);
+    fputc('\n', stderr);
     return FLASHCL_EXIT_USAGE;
 }
 
@@ -112,8 +129,13 @@ static int report_clash(const run_file *output, const run_file *other) {
 static int find_clash(const run_files *files) {
     for (int i = 0; i < files->count; ++i) {
         if (!files->files[i].output) continue;
-        for (int j = 0; j < i; ++j)
-            if (same_file(&files->files[j], &files->files[i])) return report_clash(&files->files[i], &files->files[j]);
+        const run_file *output = &files->files[i];
+        for (int j = 0; j < i; ++j) {
+            const run_file *other = &files->files[j];
+            const int allowed =
+                output->may_replace && !other->output && strcmp(other->option, output->may_replace) == 0;
+            if (!allowed && same_file(other, output)) return report_clash(output, other);
+        }
     }
     return FLASHCL_EXIT_OK;
 }

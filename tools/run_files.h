@@ -15,6 +15,11 @@ typedef struct run_file {
     const char *option; /* "--out" */
     const char *path;   /* as given */
     int output;
+    /* The one input option this output may name (an in-place update of a
+     * cache: --k-cache-out may be --k-cache's file); NULL: none. The input
+     * is read whole before anything runs, and the output still goes
+     * through a temporary file renamed into place. */
+    const char *may_replace;
     int exists;  /* stat() found it (through symbolic links) */
     int regular; /* ... and it is a regular file */
     dev_t device;
@@ -34,8 +39,9 @@ typedef struct run_file {
     char *temp; /* its temporary file while run_files_write runs */
 } run_file;
 
-/* --q --k --v --dout --block-mask --cu-seqlens-q/-k, --out --lse --dq --dk --dv --dropout-mask. */
-#define RUN_FILES_MAX 13
+/* --q --k --v --dout --block-mask --cu-seqlens-q/-k --k-cache --v-cache --cache-seqlens --block-table
+ * --k-new --v-new, --out --lse --dq --dk --dv --dropout-mask --k-cache-out --v-cache-out. */
+#define RUN_FILES_MAX 21
 
 typedef struct run_files {
     run_file files[RUN_FILES_MAX];
@@ -44,7 +50,8 @@ typedef struct run_files {
 } run_files;
 
 /* Resolves every path of the command line and refuses, with a message:
- * an output that is the same file as an input or as another output (exit
+ * an output that is the same file as an input (other than the one it may
+ * replace) or as another output (exit
  * status 2: the command line contradicts itself), and an output that
  * cannot be written where it is named: its directory missing or not
  * writable, the name a directory or a dangling symbolic link (status 1, a

@@ -10,13 +10,7 @@
 #include "attention_reference.h"
 #include "half_float.h"
 
-static int file_error(const char *path, const char *format, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static int file_error(const char *path, const char *format, ...) {
+int run_file_error(const char *path, const char *format, ...) {
     va_list args;
     va_start(args, format);
     fprintf(stderr, "flashcl run: %s: ", path);
@@ -26,7 +20,7 @@ static int file_error(const char *path, const char *format, ...) {
     return -1;
 }
 
-static const char *dtype_name(flashcl_dtype dtype) {
+const char *run_dtype_name(flashcl_dtype dtype) {
     return dtype == FLASHCL_DTYPE_F32 ? "float32" : dtype == FLASHCL_DTYPE_F16 ? "float16" : "bfloat16";
 }
 
@@ -34,40 +28,34 @@ npy_dtype run_npy_dtype(flashcl_dtype dtype) {
     return dtype == FLASHCL_DTYPE_F32 ? NPY_DTYPE_F32 : dtype == FLASHCL_DTYPE_F16 ? NPY_DTYPE_F16 : NPY_DTYPE_U16;
 }
 
-/* The flashcl dtype of a file: what it holds, reconciled with --dtype. */
-static int file_dtype(const run_options *o, const char *path, const npy_array *a, flashcl_dtype *out) {
+int run_file_dtype(const run_options *o, const char *path, const npy_array *a, flashcl_dtype *out) {
     if (a->dtype == NPY_DTYPE_U8 || a->dtype == NPY_DTYPE_I32)
-        return file_error(path, "holds %s; tensors must be float32, float16 or bfloat16", npy_dtype_name(a->dtype));
+        return run_file_error(path, "holds %s; tensors must be float32, float16 or bfloat16", npy_dtype_name(a->dtype));
     if (a->dtype == NPY_DTYPE_U16) {
         if (!o->dtype_given || o->dtype != FLASHCL_DTYPE_BF16)
-            return file_error(path, "holds uint16 ('<u2'); if that is bfloat16 data, pass --dtype bf16");
+            return run_file_error(path, "holds uint16 ('<u2'); if that is bfloat16 data, pass --dtype bf16");
         *out = FLASHCL_DTYPE_BF16;
         return 0;
     }
     *out = a->dtype == NPY_DTYPE_F32 ? FLASHCL_DTYPE_F32 : FLASHCL_DTYPE_F16;
     if (o->dtype_given && o->dtype != *out)
-        return file_error(path, "holds %s but --dtype %s was given", npy_dtype_name(a->dtype),
+        return run_file_error(path, "holds %s but --dtype %s was given", npy_dtype_name(a->dtype),
                           o->dtype == FLASHCL_DTYPE_F32 ? "f32" : o->dtype == FLASHCL_DTYPE_F16 ? "f16" : "bf16");
     return 0;
 }
 
-/* The (batch, heads, seqlen, dim) of a 4-D array in the given layout. */
-typedef struct dims4 {
-    int batch, heads, seqlen, dim;
-} dims4;
-
-static int tensor_dims(const char *path, const npy_array *a, flashcl_layout layout, const char *role,
-                       const char *heads_name, const char *seq_name, dims4 *out) {
+int run_tensor_dims(const char *path, const npy_array *a, flashcl_layout layout, const char *role,
+                       const char *heads_name, const char *seq_name, run_dims4 *out) {
     char shape_text[256];
     npy_format_shape(a->rank, a->shape, shape_text, sizeof shape_text);
     const int bshd = layout == FLASHCL_LAYOUT_BSHD;
     if (a->rank != 4)
-        return file_error(path, "%s must be a 4-D array (B,%s,%s,D for --layout %s), not shape %s", role,
+        return run_file_error(path, "%s must be a 4-D array (B,%s,%s,D for --layout %s), not shape %s", role,
                           bshd ? seq_name : heads_name, bshd ? heads_name : seq_name, bshd ? "bshd" : "bhsd",
                           shape_text);
     for (int i = 0; i < 4; ++i)
         if (a->shape[i] < 1 || a->shape[i] > INT_MAX)
-            return file_error(path, "dimension %d of shape %s is outside 1..%d", i, shape_text, INT_MAX);
+            return run_file_error(path, "dimension %d of shape %s is outside 1..%d", i, shape_text, INT_MAX);
     out->batch = (int)a->shape[0];
     out->heads = (int)a->shape[bshd ? 2 : 1];
     out->seqlen = (int)a->shape[bshd ? 1 : 2];
@@ -75,9 +63,9 @@ static int tensor_dims(const char *path, const npy_array *a, flashcl_layout layo
     return 0;
 }
 
-static int load(const char *path, npy_array *a) {
+int run_load_npy(const char *path, npy_array *a) {
     char error[512];
-    if (npy_read(path, a, error, sizeof error) != 0) return file_error(path, "%s", error);
+    if (npy_read(path, a, error, sizeof error) != 0) return run_file_error(path, "%s", error);
     return 0;
 }
 
@@ -93,41 +81,43 @@ static int shape_mismatch(const char *path, const npy_array *a, const char *othe
     char mine[256], theirs[256];
     npy_format_shape(a->rank, a->shape, mine, sizeof mine);
     npy_format_shape(b->rank, b->shape, theirs, sizeof theirs);
-    return file_error(path, "shape %s differs from %s's %s (%s)", mine, other_path, theirs, rule);
+    return run_file_error(path, "shape %s differs from %s's %s (%s)", mine, other_path, theirs, rule);
 }
 
 static int check_inputs(const run_options *o, run_inputs *in) {
     /* Initialised only to quiet gcc -O2; file_dtype sets them on success. */
     flashcl_dtype q_dtype = FLASHCL_DTYPE_F32, k_dtype = FLASHCL_DTYPE_F32, v_dtype = FLASHCL_DTYPE_F32;
-    if (file_dtype(o, o->q_path, &in->q, &q_dtype) || file_dtype(o, o->k_path, &in->k, &k_dtype) ||
-        file_dtype(o, o->v_path, &in->v, &v_dtype))
+    if (run_file_dtype(o, o->q_path, &in->q, &q_dtype) || run_file_dtype(o, o->k_path, &in->k, &k_dtype) ||
+        run_file_dtype(o, o->v_path, &in->v, &v_dtype))
         return -1;
     if (k_dtype != q_dtype)
-        return file_error(o->k_path, "holds %s but %s holds %s", dtype_name(k_dtype), o->q_path, dtype_name(q_dtype));
+        return run_file_error(o->k_path, "holds %s but %s holds %s", run_dtype_name(k_dtype), o->q_path,
+                              run_dtype_name(q_dtype));
     if (v_dtype != q_dtype)
-        return file_error(o->v_path, "holds %s but %s holds %s", dtype_name(v_dtype), o->q_path, dtype_name(q_dtype));
+        return run_file_error(o->v_path, "holds %s but %s holds %s", run_dtype_name(v_dtype), o->q_path,
+                              run_dtype_name(q_dtype));
 
-    dims4 q, k, v;
-    if (tensor_dims(o->q_path, &in->q, o->layout, "Q", "Hq", "Sq", &q) ||
-        tensor_dims(o->k_path, &in->k, o->layout, "K", "Hkv", "Sk", &k) ||
-        tensor_dims(o->v_path, &in->v, o->layout, "V", "Hkv", "Sk", &v))
+    run_dims4 q, k, v;
+    if (run_tensor_dims(o->q_path, &in->q, o->layout, "Q", "Hq", "Sq", &q) ||
+        run_tensor_dims(o->k_path, &in->k, o->layout, "K", "Hkv", "Sk", &k) ||
+        run_tensor_dims(o->v_path, &in->v, o->layout, "V", "Hkv", "Sk", &v))
         return -1;
     if (!same_shape(&in->v, &in->k))
         return shape_mismatch(o->v_path, &in->v, o->k_path, &in->k, "K and V must have the same shape");
     if (k.batch != q.batch)
-        return file_error(o->k_path, "batch %d differs from %s's batch %d", k.batch, o->q_path, q.batch);
+        return run_file_error(o->k_path, "batch %d differs from %s's batch %d", k.batch, o->q_path, q.batch);
     if (k.dim != q.dim)
-        return file_error(o->k_path, "head dim %d differs from %s's head dim %d", k.dim, o->q_path, q.dim);
+        return run_file_error(o->k_path, "head dim %d differs from %s's head dim %d", k.dim, o->q_path, q.dim);
     if (q.heads % k.heads != 0)
-        return file_error(o->q_path, "%d query heads are not a multiple of %s's %d key/value heads", q.heads,
+        return run_file_error(o->q_path, "%d query heads are not a multiple of %s's %d key/value heads", q.heads,
                           o->k_path, k.heads);
 
     if (run_wants_backward(o)) {
         flashcl_dtype dout_dtype = FLASHCL_DTYPE_F32;
-        if (file_dtype(o, o->dout_path, &in->dout, &dout_dtype)) return -1;
+        if (run_file_dtype(o, o->dout_path, &in->dout, &dout_dtype)) return -1;
         if (dout_dtype != q_dtype)
-            return file_error(o->dout_path, "holds %s but %s holds %s", dtype_name(dout_dtype), o->q_path,
-                              dtype_name(q_dtype));
+            return run_file_error(o->dout_path, "holds %s but %s holds %s", run_dtype_name(dout_dtype), o->q_path,
+                              run_dtype_name(q_dtype));
         if (!same_shape(&in->dout, &in->q))
             return shape_mismatch(o->dout_path, &in->dout, o->q_path, &in->q, "dO must be shaped like Q");
     }
@@ -156,11 +146,11 @@ static int check_block_mask(const run_options *o, run_inputs *in) {
     char shape_text[256];
     npy_format_shape(m->rank, m->shape, shape_text, sizeof shape_text);
     if (m->dtype != NPY_DTYPE_U8)
-        return file_error(o->block_mask_path, "a block mask must hold uint8 ('|u1'), not %s", npy_dtype_name(m->dtype));
+        return run_file_error(o->block_mask_path, "a block mask must hold uint8 ('|u1'), not %s", npy_dtype_name(m->dtype));
     const int shared = m->rank == 2 && m->shape[0] == rows && m->shape[1] == cols;
     const int per_head = m->rank == 3 && m->shape[0] == (size_t)d->heads_q && m->shape[1] == rows && m->shape[2] == cols;
     if (!shared && !per_head)
-        return file_error(o->block_mask_path, "shape %s is neither (%zu, %zu) nor (%d, %zu, %zu) for block size %zu%s",
+        return run_file_error(o->block_mask_path, "shape %s is neither (%zu, %zu) nor (%d, %zu, %zu) for block size %zu%s",
                           shape_text, rows, cols, d->heads_q, rows, cols, n,
                           in->varlen ? " over the longest sequence lengths" : "");
     in->block_mask_per_head = per_head;
@@ -172,7 +162,7 @@ static int unpack_rank(const char *path, npy_array *a, const char *role) {
     if (a->rank != 3) {
         char shape_text[256];
         npy_format_shape(a->rank, a->shape, shape_text, sizeof shape_text);
-        return file_error(path, "with --cu-seqlens-q/-k, %s must be a packed 3-D array (total, heads, D), not shape %s",
+        return run_file_error(path, "with --cu-seqlens-q/-k, %s must be a packed 3-D array (total, heads, D), not shape %s",
                           role, shape_text);
     }
     for (int i = 3; i > 0; --i) a->shape[i] = a->shape[i - 1];
@@ -185,30 +175,30 @@ static int unpack_rank(const char *path, npy_array *a, const char *role) {
  * total; *max_len receives the longest sequence. */
 static int check_cu_seqlens(const char *path, const npy_array *a, size_t expected_count, int total, int *max_len) {
     if (a->dtype != NPY_DTYPE_I32 || a->rank != 1 || a->count < 2)
-        return file_error(path, "cumulative sequence lengths must be a 1-D int32 ('<i4') array of B+1 >= 2 entries");
+        return run_file_error(path, "cumulative sequence lengths must be a 1-D int32 ('<i4') array of B+1 >= 2 entries");
     if (expected_count && a->count != expected_count)
-        return file_error(path, "has %zu entries, the other cu_seqlens file %zu", a->count, expected_count);
+        return run_file_error(path, "has %zu entries, the other cu_seqlens file %zu", a->count, expected_count);
     const int32_t *cu = a->data;
-    if (cu[0] != 0) return file_error(path, "the first offset is %d, not 0", (int)cu[0]);
+    if (cu[0] != 0) return run_file_error(path, "the first offset is %d, not 0", (int)cu[0]);
     *max_len = 0;
     for (size_t b = 0; b + 1 < a->count; ++b) {
-        if (cu[b + 1] < cu[b]) return file_error(path, "offsets decrease at entry %zu", b + 1);
+        if (cu[b + 1] < cu[b]) return run_file_error(path, "offsets decrease at entry %zu", b + 1);
         if (cu[b + 1] - cu[b] > *max_len) *max_len = cu[b + 1] - cu[b];
     }
     if (cu[a->count - 1] != total)
-        return file_error(path, "ends at %d but the packed tensors have %d rows", (int)cu[a->count - 1], total);
+        return run_file_error(path, "ends at %d but the packed tensors have %d rows", (int)cu[a->count - 1], total);
     return 0;
 }
 
 static int load_varlen(const run_options *o, run_inputs *in) {
     in->varlen = 1;
     int max_q = 0, max_k = 0;
-    if (load(o->cu_seqlens_q_path, &in->cu_q) || load(o->cu_seqlens_k_path, &in->cu_k) ||
+    if (run_load_npy(o->cu_seqlens_q_path, &in->cu_q) || run_load_npy(o->cu_seqlens_k_path, &in->cu_k) ||
         check_cu_seqlens(o->cu_seqlens_q_path, &in->cu_q, 0, in->desc.seqlen_q, &max_q) ||
         check_cu_seqlens(o->cu_seqlens_k_path, &in->cu_k, in->cu_q.count, in->desc.seqlen_k, &max_k))
         return -1;
     if (max_q < 1 || max_k < 1)
-        return file_error(o->cu_seqlens_q_path, "every sequence is empty");
+        return run_file_error(o->cu_seqlens_q_path, "every sequence is empty");
     in->call_desc = in->desc;
     in->call_desc.batch = (int)(in->cu_q.count - 1);
     in->call_desc.seqlen_q = max_q;
@@ -219,13 +209,13 @@ static int load_varlen(const run_options *o, run_inputs *in) {
 int run_load_inputs(const run_options *o, run_inputs *in) {
     memset(in, 0, sizeof *in);
     const int packed = run_is_varlen(o);
-    int failed = load(o->q_path, &in->q) || load(o->k_path, &in->k) || load(o->v_path, &in->v) ||
-                 (run_wants_backward(o) && load(o->dout_path, &in->dout)) ||
+    int failed = run_load_npy(o->q_path, &in->q) || run_load_npy(o->k_path, &in->k) || run_load_npy(o->v_path, &in->v) ||
+                 (run_wants_backward(o) && run_load_npy(o->dout_path, &in->dout)) ||
                  (packed && (unpack_rank(o->q_path, &in->q, "Q") || unpack_rank(o->k_path, &in->k, "K") ||
                              unpack_rank(o->v_path, &in->v, "V") ||
                              (run_wants_backward(o) && unpack_rank(o->dout_path, &in->dout, "dO")))) ||
                  check_inputs(o, in) || (packed && load_varlen(o, in)) ||
-                 (o->block_mask_path && (load(o->block_mask_path, &in->block_mask) || check_block_mask(o, in)));
+                 (o->block_mask_path && (run_load_npy(o->block_mask_path, &in->block_mask) || check_block_mask(o, in)));
     if (failed) run_free_inputs(in);
     return failed ? -1 : 0;
 }

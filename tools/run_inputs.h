@@ -25,6 +25,34 @@ typedef struct run_inputs {
 int run_load_inputs(const run_options *options, run_inputs *inputs);
 void run_free_inputs(run_inputs *inputs);
 
+/* Prints "flashcl run: PATH: <message>" on one line; returns -1. */
+int run_file_error(const char *path, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Reads a .npy file; 0, or -1 after a message naming it. */
+int run_load_npy(const char *path, npy_array *array);
+
+/* The flashcl dtype of a tensor file: what it holds, reconciled with
+ * --dtype ('<u2' only with --dtype bf16); 0, or -1 after a message. */
+int run_file_dtype(const run_options *options, const char *path, const npy_array *array, flashcl_dtype *out);
+
+/* "float32", "float16", "bfloat16". */
+const char *run_dtype_name(flashcl_dtype dtype);
+
+/* The (batch, heads, seqlen, dim) of a 4-D array in a layout. */
+typedef struct run_dims4 {
+    int batch, heads, seqlen, dim;
+} run_dims4;
+
+/* Reads them (role "Q", heads_name "Hq", seq_name "Sq" name the axes in the
+ * message); 0, or -1 after a message if the array is not 4-D with every
+ * dimension in 1..INT_MAX. */
+int run_tensor_dims(const char *path, const npy_array *array, flashcl_layout layout, const char *role,
+                    const char *heads_name, const char *seq_name, run_dims4 *out);
+
 /* Elements of one 4-D tensor of `heads` heads and `seqlen` rows. */
 size_t run_tensor_count(const flashcl_attention_desc *desc, int heads, int seqlen);
 

@@ -13,7 +13,10 @@
 
 void run_print_help(FILE *out) {
     fprintf(out,
-            "usage: flashcl run --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n\n"
+            "usage: flashcl run --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n"
+            "       flashcl run --q Q.npy --k-cache K.npy --v-cache V.npy --cache-seqlens L.npy --out O.npy\n"
+            "                   [--block-table T.npy [--page-size N]] [--k-new Kn.npy --v-new Vn.npy\n"
+            "                   [--k-cache-out K2.npy --v-cache-out V2.npy]] [options]   (KV cache, below)\n\n"
             "Runs exact attention O = softmax(scale * Q K^T + mask) V on an OpenCL device.\n"
             "Inputs are .npy files (C order, little-endian, versions 1.0-3.0):\n"
             "  --layout bhsd   Q (B,Hq,Sq,D), K and V (B,Hkv,Sk,D)   [default]\n"
@@ -73,7 +76,38 @@ void run_print_help(FILE *out) {
             "has none of window, block mask, dropout or variable-length batches)\n"
             "backward (all four together; runs the forward, then the backward pass):\n"
             "  --dout FILE             dO, shaped and typed like Q\n"
-            "  --dq, --dk, --dv FILE   gradients to write, shaped and typed like Q, K, V\n\n"
+            "  --dq, --dk, --dv FILE   gradients to write, shaped and typed like Q, K, V\n"
+            "KV cache (instead of --k/--v; one flashcl_forward_kv_cache call, on the decode kernel):\n"
+            "  --k-cache, --v-cache FILE\n"
+            "                          the caches, typed like Q: contiguous (B,S_max,Hkv,D), or with\n"
+            "                          --block-table paged (pages,page_size,Hkv,D)\n"
+            "  --cache-seqlens FILE    int32 ('<i4') (B,): the rows already in each sequence's cache\n"
+            "  --block-table FILE      int32 ('<i4') (B,max_pages): rows j*page_size.. of sequence b\n"
+            "                          are in page T[b][j]; only the entries its rows reach are read\n"
+            "  --page-size N           rows per page: optional, must match the cache files' 2nd dim\n"
+            "  --k-new, --v-new FILE   new rows (B,Sq,Hkv,D), typed like Q: written into the cache at\n"
+            "                          rows cache_seqlens[b].. first, then attended (sequence b sees\n"
+            "                          cache_seqlens[b] + Sq rows). Without --k-cache-out/--v-cache-out\n"
+            "                          the appended cache is not saved (the cache files never change\n"
+            "                          unless an output names them); O and LSE are the same either way\n"
+            "  --k-cache-out, --v-cache-out FILE\n"
+            "                          write the caches with the new rows in place (needs --k-new and\n"
+            "                          --v-new); each may name its own input (--k-cache-out K.npy with\n"
+            "                          --k-cache K.npy) to update it in place: written to a temporary\n"
+            "                          file and renamed after success, so a failure leaves it intact\n"
+            "Q and O are (B,Sq,Hq,D): Q's rows are the last Sq positions of their sequence, --causal\n"
+            "and --window aligned bottom-right on each sequence's length; LSE is (B,Hq,Sq). --layout\n"
+            "defaults to bshd here; --layout bhsd reads Q, O, --k-new and --v-new as (B,H,Sq,D) (the\n"
+            "caches keep their layout). A cache run also takes --lse, --scale, --dtype, --device,\n"
+            "--kernel-dir, --check and --tolerance and refuses the rest (exit 2): the backward\n"
+            "options, --cu-seqlens-q/-k, --block-mask, --dropout, --seed, --impl standard, --plan,\n"
+            "--tensor-cores, --f32-precision. Shapes that do not fit (Hq not a multiple of Hkv, a\n"
+            "length count other than B, new rows not (B,Sq,Hkv,D)), lengths plus new rows past the\n"
+            "cache and page indices outside the pool are refused naming the file (exit 1).\n"
+            "--check runs each sequence alone through the reference, over exactly the rows it attends\n"
+            "to (cache rows 0..cache_seqlens[b]-1 from the input files, then its new rows), and with\n"
+            "new rows also compares the caches after the call with the input caches with the new\n"
+            "rows in place, bit for bit.\n\n"
             "--check reports, for O, LSE and the gradients, the max absolute error and the max\n"
             "relative error, max abs error / max(max |reference|, floor). An output passes when\n"
             "that is at most the tolerance and the NaN and infinities agree: NaN against NaN\n"
@@ -90,7 +124,8 @@ void run_print_help(FILE *out) {
             "write fails the check wherever the reference is finite. An output holding NaN or\n"
             "infinities gets a note on stderr (LSE is -inf for a row that sees no key).\n\n"
             "Files: an output that is the same file as an input or as another output (also\n"
-            "through a link) is refused before anything runs (exit 2), as is an output whose\n"
+            "through a link) is refused before anything runs (exit 2; --k-cache-out and\n"
+            "--v-cache-out may name their own input cache only), as is an output whose\n"
             "directory does not exist or cannot be written (exit 1). Outputs are written only\n"
             "when the whole run succeeded, --check included: each to a temporary file beside\n"
             "it, renamed into place once all are complete; a failed run changes no file.\n\n"
@@ -119,7 +154,46 @@ static const path_option PATH_OPTIONS[] = {
     PATH_OPTION("--device", device),  PATH_OPTION("--kernel-dir", kernel_dir),
     PATH_OPTION("--block-mask", block_mask_path), PATH_OPTION("--dropout-mask", dropout_mask_path),
     PATH_OPTION("--cu-seqlens-q", cu_seqlens_q_path), PATH_OPTION("--cu-seqlens-k", cu_seqlens_k_path),
+    PATH_OPTION("--k-cache", k_cache_path), PATH_OPTION("--v-cache", v_cache_path),
+    PATH_OPTION("--cache-seqlens", cache_seqlens_path), PATH_OPTION("--block-table", block_table_path),
+    PATH_OPTION("--k-new", k_new_path), PATH_OPTION("--v-new", v_new_path),
+    PATH_OPTION("--k-cache-out", k_cache_out_path), PATH_OPTION("--v-cache-out", v_cache_out_path),
 };
+
+/* Options a cache run refuses, and why: flashcl_forward_kv_cache is one
+ * forward call on the decode kernel, so each of these would be ignored or
+ * refused by the library; a usage error says so before anything runs.
+ * (--impl is refused only as "standard", in parse_value_option.) */
+static const struct {
+    const char *name, *reason;
+} NOT_WITH_CACHE[] = {
+    {"--k", "the keys and values are the cache's (--k-new/--v-new append rows to it)"},
+    {"--v", "the keys and values are the cache's (--k-new/--v-new append rows to it)"},
+    {"--dout", "a cache run is a forward pass only"},
+    {"--dq", "a cache run is a forward pass only"},
+    {"--dk", "a cache run is a forward pass only"},
+    {"--dv", "a cache run is a forward pass only"},
+    {"--backward-plan", "a cache run is a forward pass only"},
+    {"--cu-seqlens-q", "each sequence's keys are its cache rows (--cache-seqlens), not a packed batch"},
+    {"--cu-seqlens-k", "each sequence's keys are its cache rows (--cache-seqlens), not a packed batch"},
+    {"--block-mask", "the cache call has no block mask"},
+    {"--block-size", "the cache call has no block mask"},
+    {"--dropout", "the cache call has no dropout (inference only)"},
+    {"--seed", "the cache call has no dropout (inference only)"},
+    {"--dropout-mask", "the cache call has no dropout (inference only)"},
+    {"--plan", "the cache call always runs the decode kernel, whose tiles the library chooses"},
+    {"--tensor-cores", "the cache call always runs the decode kernel (no tensor-core version)"},
+    {"--f32-precision", "the cache call always runs the decode kernel (float arithmetic)"},
+};
+
+/* Records the first option given that a cache run would refuse. */
+static void note_not_with_cache(run_options *o, const char *name) {
+    for (size_t i = 0; !o->not_with_cache && i < sizeof NOT_WITH_CACHE / sizeof NOT_WITH_CACHE[0]; ++i)
+        if (strcmp(name, NOT_WITH_CACHE[i].name) == 0) {
+            o->not_with_cache = NOT_WITH_CACHE[i].name;
+            o->not_with_cache_reason = NOT_WITH_CACHE[i].reason;
+        }
+}
 
 static int parse_value_option(const char *name, const char *value, run_options *o) {
     /* --scale and --dropout reach the library as floats: a value that is
@@ -136,6 +210,7 @@ static int parse_value_option(const char *name, const char *value, run_options *
         if (cli_parse_double(value, &o->tolerance) != 0 || o->tolerance <= 0.0)
             return usage_error("--tolerance needs a finite positive number, not '%s'", value);
     } else if (strcmp(name, "--layout") == 0) {
+        o->layout_given = 1;
         if (strcmp(value, "bhsd") == 0)
             o->layout = FLASHCL_LAYOUT_BHSD;
         else if (strcmp(value, "bshd") == 0)
@@ -148,8 +223,13 @@ static int parse_value_option(const char *name, const char *value, run_options *
         else if (strcmp(value, "standard") == 0 && !FLASHCL_HAS_STANDARD)
             return usage_error("--impl %s: standard attention is unavailable in this build (flashcl was built "
                                "with FLASHCL_WITH_CLBLAST=OFF)", value);
-        else if (strcmp(value, "standard") == 0)
+        else if (strcmp(value, "standard") == 0) {
             o->impl = FLASHCL_IMPL_STANDARD;
+            if (!o->not_with_cache) {
+                o->not_with_cache = "--impl standard";
+                o->not_with_cache_reason = "the cache call runs the flash decode kernel only";
+            }
+        }
         else
             return usage_error("--impl must be flash or standard, not '%s'", value);
     } else if (strcmp(name, "--tensor-cores") == 0) {
@@ -192,6 +272,9 @@ static int parse_value_option(const char *name, const char *value, run_options *
         if (cli_parse_int(left, -1, 2147483647L, &o->window_left) != 0 ||
             cli_parse_int(right, -1, 2147483647L, &o->window_right) != 0)
             return usage_error("--window needs L,R (integers >= 0, or -1 for unbounded), not '%s'", value);
+    } else if (strcmp(name, "--page-size") == 0) {
+        if (cli_parse_int(value, 1, 2147483647L, &o->page_size) != 0)
+            return usage_error("--page-size needs a positive integer, not '%s'", value);
     } else if (strcmp(name, "--block-size") == 0) {
         if (cli_parse_int(value, 1, 2147483647L, &o->block_size) != 0)
             return usage_error("--block-size needs a positive integer, not '%s'", value);
@@ -210,11 +293,52 @@ static int parse_value_option(const char *name, const char *value, run_options *
     return RUN_PARSE_OK;
 }
 
+/* The first option of the KV-cache mode on the command line's fields, NULL if none. */
+static const char *first_cache_option(const run_options *o) {
+    const struct {
+        const char *name;
+        int given;
+    } options[] = {{"--k-cache", o->k_cache_path != NULL},     {"--v-cache", o->v_cache_path != NULL},
+                   {"--cache-seqlens", o->cache_seqlens_path != NULL}, {"--block-table", o->block_table_path != NULL},
+                   {"--page-size", o->page_size != 0},         {"--k-new", o->k_new_path != NULL},
+                   {"--v-new", o->v_new_path != NULL},         {"--k-cache-out", o->k_cache_out_path != NULL},
+                   {"--v-cache-out", o->v_cache_out_path != NULL}};
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; ++i)
+        if (options[i].given) return options[i].name;
+    return NULL;
+}
+
+/* The rules of a cache run's command line (see run_options). */
+static run_parse_result check_cache_options(run_options *o, const char *cache_option) {
+    if (!o->k_cache_path || !o->v_cache_path || !o->cache_seqlens_path)
+        return usage_error("%s belongs to a KV-cache run, which needs --k-cache, --v-cache and --cache-seqlens",
+                           cache_option);
+    if (o->not_with_cache) {
+        fprintf(stderr, "flashcl run: %s does not apply with --k-cache: %s\n", o->not_with_cache,
+                o->not_with_cache_reason);
+        fprintf(stderr, "(`flashcl run --help` lists what a KV-cache run takes)\n");
+        return RUN_PARSE_ERROR;
+    }
+    if (!o->q_path || !o->out_path) return usage_error("%s", "--q and --out are required (with --k-cache)");
+    if (o->page_size && !o->block_table_path)
+        return usage_error("%s", "--page-size needs --block-table (it describes a paged cache)");
+    if ((o->k_new_path != NULL) != (o->v_new_path != NULL))
+        return usage_error("%s", "--k-new and --v-new go together");
+    if ((o->k_cache_out_path != NULL) != (o->v_cache_out_path != NULL))
+        return usage_error("%s", "--k-cache-out and --v-cache-out go together");
+    if (o->k_cache_out_path && !o->k_new_path)
+        return usage_error("%s", "--k-cache-out/--v-cache-out need --k-new/--v-new: without new rows the cache "
+                                 "does not change");
+    /* The caches are (.., rows, Hkv, D); Q and the new rows follow them unless --layout says otherwise. */
+    if (!o->layout_given) o->layout = FLASHCL_LAYOUT_BSHD;
+    return RUN_PARSE_OK;
+}
+
 run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
     static const char *const VALUE_OPTIONS[] = {"--scale",  "--tolerance",  "--layout",     "--impl",
                                                 "--dtype",  "--plan",       "--backward-plan", "--window",
                                                 "--block-size", "--dropout", "--seed", "--tensor-cores",
-                                                "--f32-precision"};
+                                                "--f32-precision", "--page-size"};
     memset(o, 0, sizeof *o);
     o->window_left = o->window_right = -1;
     o->layout = FLASHCL_LAYOUT_BHSD;
@@ -240,16 +364,20 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
             if (matched > 0) {
                 if (!*value) return usage_error("%s needs a non-empty value", PATH_OPTIONS[p].name);
                 *(const char **)((char *)o + PATH_OPTIONS[p].offset) = value;
+                note_not_with_cache(o, PATH_OPTIONS[p].name);
             }
         }
         for (size_t p = 0; !matched && p < sizeof VALUE_OPTIONS / sizeof VALUE_OPTIONS[0]; ++p) {
             matched = cli_option_value(argc, argv, &i, VALUE_OPTIONS[p], &value);
             if (matched > 0 && parse_value_option(VALUE_OPTIONS[p], value, o) != RUN_PARSE_OK)
                 return RUN_PARSE_ERROR;
+            if (matched > 0) note_not_with_cache(o, VALUE_OPTIONS[p]);
         }
         if (matched < 0) return usage_error("%s", "an option is missing its value");
         if (!matched) return usage_error("unknown option or argument '%s'", arg);
     }
+    const char *cache_option = first_cache_option(o);
+    if (cache_option) return check_cache_options(o, cache_option);
     if (!o->q_path || !o->k_path || !o->v_path || !o->out_path)
         return usage_error("%s", "--q, --k, --v and --out are required");
     const int backward_paths = (o->dout_path != NULL) + (o->dq_path != NULL) + (o->dk_path != NULL) +

@@ -32,6 +32,19 @@ typedef struct run_options {
     /* Packed variable-length batch: int32 (B + 1) files, both or neither;
      * the tensors are then (total, H, D) and the layout is forced to bshd. */
     const char *cu_seqlens_q_path, *cu_seqlens_k_path;
+    int layout_given; /* --layout was passed (a cache run's default is bshd) */
+    /* KV-cache mode (--k-cache): one flashcl_forward_kv_cache call of Q
+     * against the caches instead of --k/--v. The first three together;
+     * block_table makes it paged (page_size, if given, must match the cache
+     * files); k_new/v_new together; k_cache_out/v_cache_out together and
+     * only with k_new. */
+    const char *k_cache_path, *v_cache_path, *cache_seqlens_path;
+    const char *block_table_path;
+    int page_size; /* 0: not given */
+    const char *k_new_path, *v_new_path;
+    const char *k_cache_out_path, *v_cache_out_path;
+    /* The first option given that a cache run refuses, and why (NULL: none). */
+    const char *not_with_cache, *not_with_cache_reason;
 } run_options;
 
 typedef enum run_parse_result {
@@ -44,6 +57,8 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *options);
 void run_print_help(FILE *out);
 
 static inline int run_is_varlen(const run_options *options) { return options->cu_seqlens_q_path != NULL; }
+
+static inline int run_is_cache(const run_options *options) { return options->k_cache_path != NULL; }
 
 static inline int run_wants_backward(const run_options *options) { return options->dout_path != NULL; }
 

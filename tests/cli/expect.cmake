@@ -9,6 +9,8 @@
 #                          (.NAME.*, what flashcl run writes before renaming) may be left beside them
 #   UNCHANGED              files whose contents must be the same after the run (inputs an output
 #                          must not replace)
+#   EQUAL                  FILE=REFERENCE pairs: after a successful run FILE must hold exactly
+#                          REFERENCE's bytes (a cache updated in place against the expected one)
 #   PRINTABLE              1: stdout + stderr must be printable ASCII and newlines
 #   BACKWARD_PENDING_OK    1: while the library's flashcl_backward is still a stub, exit 1 with the
 #                          "unsupported configuration" report of the backward call is accepted in
@@ -18,6 +20,7 @@
 string(REPLACE "|" ";" args "${ARGS}")
 string(REPLACE "|" ";" outputs "${OUTPUTS}")
 string(REPLACE "|" ";" unchanged "${UNCHANGED}")
+string(REPLACE "|" ";" equal "${EQUAL}")
 
 # The temporary files flashcl run may create beside an output.
 function(temporaries_of file result)
@@ -82,6 +85,17 @@ foreach(file IN LISTS unchanged)
     message(FATAL_ERROR "${file} was changed")
   endif()
 endforeach()
+if(rc EQUAL 0)
+  foreach(pair IN LISTS equal)
+    string(REPLACE "=" ";" pair "${pair}")
+    list(GET pair 0 file)
+    list(GET pair 1 reference)
+    execute_process(COMMAND "${CMAKE_COMMAND}" -E compare_files "${file}" "${reference}" RESULT_VARIABLE differ)
+    if(NOT differ EQUAL 0)
+      message(FATAL_ERROR "${file} differs from ${reference}")
+    endif()
+  endforeach()
+endif()
 if(PRINTABLE)
   # CMake's regular expressions have no \x escapes: look for each byte in turn, the control
   # characters but newline, DEL and everything past ASCII (0x9b is a one-byte CSI escape).

@@ -1,0 +1,27 @@
+/* run_cache_check.h: `flashcl run --check` of a KV-cache run: O and LSE against the CPU double reference over
+ * exactly the rows each sequence attends to, and the caches after the call, bit-exact. */
+#ifndef FLASHCL_TOOLS_RUN_CACHE_CHECK_H
+#define FLASHCL_TOOLS_RUN_CACHE_CHECK_H
+
+#include "run_cache_inputs.h"
+#include "run_options.h"
+
+/* What the device produced, as read back. */
+typedef struct run_cache_results {
+    const void *o;                 /* shaped and typed like Q */
+    const float *lse;              /* (B, Hq, Sq) */
+    const void *k_cache, *v_cache; /* after the call, shaped and typed like the cache files; NULL without new rows */
+} run_cache_results;
+
+/* Each sequence b through the reference alone: Q's rows of b against its
+ * cache rows 0 .. cache_seqlens[b]-1 followed by the new rows (from the
+ * input files, not the device's cache), causal and window aligned on
+ * that length; a sequence with no rows is checked against the definition
+ * (O 0, LSE -inf). With new rows, each cache after the call must equal
+ * the input cache with the new rows written at cache_seqlens[b].. , every
+ * other element unchanged, bit for bit. One line per comparison. 0 if
+ * everything passed, -1 (after a message) if anything failed or memory
+ * ran out. */
+int run_cache_check(const run_options *options, const run_cache_inputs *inputs, const run_cache_results *results);
+
+#endif
