@@ -855,7 +855,11 @@ FLASHCL_API flashcl_status flashcl_predict_global_bytes(flashcl_context *ctx, fl
  * the whole program source and the complete build options; the file holds
  * the full key and a checksum, and one that fails any check, or whose binary
  * the driver refuses, is rebuilt from source and overwritten. The cache never
- * makes a call fail: a directory that cannot be written means no caching. */
+ * makes a call fail: a directory that cannot be written means no caching.
+ * On POCL the disk cache stays off while POCL's own kernel cache is on (its
+ * default; POCL_KERNEL_CACHE=0 turns it off): POCL keeps every build itself,
+ * and reading a program's binary back from it, which storing needs, makes
+ * POCL compile all the program's kernels a second time. */
 typedef struct flashcl_cache_stats {
     /* The caller's sizeof, set by flashcl_context_cache_stats (see "Struct versions" above). */
     size_t struct_size;
