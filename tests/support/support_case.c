@@ -1,4 +1,8 @@
 /* support_case.c: descriptors and element counts of a dense case. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "support_case.h"
 
 flashcl_attention_desc ts_case_desc(const ts_case *c, flashcl_dtype dtype) {
@@ -14,3 +18,17 @@ flashcl_attention_desc ts_case_desc(const ts_case *c, flashcl_dtype dtype) {
 size_t ts_case_q_count(const ts_case *c) { return (size_t)c->batch * c->heads_q * c->seqlen_q * c->head_dim; }
 size_t ts_case_kv_count(const ts_case *c) { return (size_t)c->batch * c->heads_kv * c->seqlen_k * c->head_dim; }
 size_t ts_case_lse_count(const ts_case *c) { return (size_t)c->batch * c->heads_q * c->seqlen_q; }
+
+static int sweep_is_diagonal(void) {
+    const char *sweep = getenv("FLASHCL_TEST_SWEEP");
+    return sweep && strcmp(sweep, "diagonal") == 0;
+}
+
+int ts_sweep_takes(int index, flashcl_dtype dtype) { return !sweep_is_diagonal() || index % 3 == (int)dtype; }
+
+void ts_sweep_announce(const char *suite) {
+    if (sweep_is_diagonal())
+        printf("%s: FLASHCL_TEST_SWEEP=diagonal: each sweep case runs in one storage type (case i in type i %% 3), "
+               "not all three; the full cross product runs on the other devices\n",
+               suite);
+}

@@ -21,4 +21,14 @@ size_t ts_case_q_count(const ts_case *c);
 size_t ts_case_kv_count(const ts_case *c);
 size_t ts_case_lse_count(const ts_case *c);
 
+/* Whether a sweep of cases x storage types runs case `index` in `dtype` on this device. Every pair, unless
+ * FLASHCL_TEST_SWEEP=diagonal (the top-level CMakeLists.txt sets it for rusticl): then case i runs in storage
+ * type i % 3 only, so every case and every type still runs there while the full cross product runs on POCL.
+ * For sweeps whose every pair is a kernel build of its own (docs/testing.md, "Test time"). */
+int ts_sweep_takes(int index, flashcl_dtype dtype);
+
+/* The line a suite prints once when FLASHCL_TEST_SWEEP=diagonal thins its sweeps, so that the cases it did not
+ * run are said, not hidden; nothing otherwise. */
+void ts_sweep_announce(const char *suite);
+
 #endif
