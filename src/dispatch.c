@@ -87,7 +87,7 @@ static flashcl_status portable_tiles(const flashcl_device_caps *caps, const flas
         return FLASHCL_SUCCESS;
     }
     if (flashcl_tuned_plan(caps, p->pass, desc, tiles)) return FLASHCL_SUCCESS;
-    /* Within the device's register budget (register_budget.c). */
+    /* Within the device's register budget: RDNA's is narrower than the public planner's (register_budget.c). */
     const flashcl_register_budget budget = flashcl_register_budget_of(caps);
     flashcl_status status = flashcl_plan_choose_within(&caps->limits, &budget, p->pass, desc->head_dim, desc->dtype,
                                                        desc->causal, tiles);
