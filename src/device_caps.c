@@ -8,6 +8,8 @@
 /* cl_nv_device_attribute_query's compute capability (not in every CL header). */
 #define FLASHCL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
 #define FLASHCL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
+/* cl_amd_device_attribute_query's wavefront width (a cl_uint). */
+#define FLASHCL_DEVICE_WAVEFRONT_WIDTH_AMD 0x4043
 /* PCI vendor ids, as CL_DEVICE_VENDOR_ID reports them on GPUs. */
 #define PCI_VENDOR_NVIDIA 0x10de
 #define PCI_VENDOR_AMD 0x1002
@@ -48,6 +50,15 @@ static int nvidia_compute_capability(cl_device_id device) {
     return (int)(major * 10 + minor);
 }
 
+/* The wavefront width AMD's driver reports (ROCm: the HSA agent's, 32 on
+ * RDNA, 64 on GCN and CDNA), 0 without cl_amd_device_attribute_query. */
+static int amd_wavefront_width(cl_device_id device) {
+    if (!has_extension(device, "cl_amd_device_attribute_query")) return 0;
+    cl_uint width = 0;
+    if (clGetDeviceInfo(device, FLASHCL_DEVICE_WAVEFRONT_WIDTH_AMD, sizeof width, &width, NULL) != CL_SUCCESS) return 0;
+    return (int)width;
+}
+
 flashcl_status flashcl_device_caps_query(cl_device_id device, flashcl_device_caps *caps) {
     memset(caps, 0, sizeof *caps);
     flashcl_status status = flashcl_query_device_limits(device, &caps->limits);
@@ -56,10 +67,14 @@ flashcl_status flashcl_device_caps_query(cl_device_id device, flashcl_device_cap
     caps->vendor = vendor_of(device);
     caps->compute_capability = nvidia_compute_capability(device);
     /* A compute capability is the proof of an NVIDIA device and its warps;
-     * elsewhere the width stays unknown (no kernel needs it yet). */
+     * AMD's driver reports its wavefront (the register budget of RDNA's
+     * wave32 depends on it: register_budget.c); elsewhere the width stays
+     * unknown (no kernel needs it). */
     if (caps->compute_capability > 0) {
         caps->vendor = FLASHCL_VENDOR_NVIDIA;
         caps->subgroup_width = 32;
+    } else if (caps->vendor == FLASHCL_VENDOR_AMD) {
+        caps->subgroup_width = amd_wavefront_width(device);
     }
     caps->loop_limited = strstr(caps->name, "llvmpipe") != NULL;
     return FLASHCL_SUCCESS;

@@ -23,7 +23,7 @@ typedef struct flashcl_device_caps {
     int loop_limited;
 } flashcl_device_caps;
 
-/* Reads device's caps (limits, name, vendor, compute capability). */
+/* Reads device's caps (limits, name, vendor, compute capability, AMD wavefront width). */
 flashcl_status flashcl_device_caps_query(cl_device_id device, flashcl_device_caps *caps);
 
 #endif

@@ -2,6 +2,7 @@
 #include "dispatch.h"
 
 #include "decode_plan.h"
+#include "register_budget.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -86,8 +87,10 @@ static flashcl_status portable_tiles(const flashcl_device_caps *caps, const flas
         return FLASHCL_SUCCESS;
     }
     if (flashcl_tuned_plan(caps, p->pass, desc, tiles)) return FLASHCL_SUCCESS;
-    flashcl_status status =
-        flashcl_plan_choose(&caps->limits, p->pass, desc->head_dim, desc->dtype, desc->causal, tiles);
+    /* Within the device's register budget: RDNA's is narrower than the public planner's (register_budget.c). */
+    const flashcl_register_budget budget = flashcl_register_budget_of(caps);
+    flashcl_status status = flashcl_plan_choose_within(&caps->limits, &budget, p->pass, desc->head_dim, desc->dtype,
+                                                       desc->causal, tiles);
     if (status != FLASHCL_SUCCESS)
         return refuse(reason, size, status,
                       "no %s tile plan fits %s (local memory %zu bytes, work-group %zu) for head_dim %d", pass_name,

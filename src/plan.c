@@ -4,13 +4,9 @@
 
 #include "internal.h"
 #include "plan_footprint.h"
+#include "register_budget.h"
 #include "struct_abi.h"
 
-/* Work-item register budget: the accumulator and score arrays of one
- * work-item (ROWS_PER_ITEM x DIMS_PER_ITEM and ROWS_PER_ITEM x KEYS_PER_ITEM
- * floats in cl/forward.cl). Past these, GPU compilers spill to memory. */
-#define MAX_ACCUMULATORS_PER_ITEM 64
-#define MAX_SCORES_PER_ITEM 32
 /* Head-dim columns per work-item. Mesa rusticl 22.3 on llvmpipe computes wrong
  * results with 64 (POCL is exact with the same plan; tests found it at
  * head_dim 192-256 with long key sequences), and 32 already keeps a GPU's
@@ -37,8 +33,37 @@ size_t flashcl_forward_local_bytes(const flashcl_plan *p, int head_dim) {
 
 static int is_positive_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
+/* The forward's per-work-item state against budget: 1 if it fits, else 0 with the reason. */
+static int forward_fits_registers(const flashcl_plan *p, int head_dim, const flashcl_register_budget *budget,
+                                  char *reason, size_t reason_size) {
+    const int rows_per_item = p->block_q / p->threads_q;
+    const int dims_per_item = round_up(head_dim, p->threads_k) / p->threads_k;
+    const int keys_per_item = p->block_k / p->threads_k;
+    const int accumulators = rows_per_item * dims_per_item;
+    if (accumulators > budget->accumulators || rows_per_item * keys_per_item > budget->scores) {
+        snprintf(reason, reason_size,
+                 "%d accumulators and %d scores per work-item exceed the register budget (%d, %d)", accumulators,
+                 rows_per_item * keys_per_item, budget->accumulators, budget->scores);
+        return 0;
+    }
+    if (rows_per_item > budget->rows && accumulators > budget->accumulators_past_rows) {
+        snprintf(reason, reason_size,
+                 "%d query rows per work-item leave room for %d accumulators on this device, not %d", rows_per_item,
+                 budget->accumulators_past_rows, accumulators);
+        return 0;
+    }
+    return 1;
+}
+
 flashcl_status flashcl_plan_check(const flashcl_device_limits *limits, flashcl_pass pass, int head_dim,
                                   flashcl_dtype dtype, flashcl_plan *p, char *reason, size_t reason_size) {
+    return flashcl_plan_check_within(limits, &flashcl_register_budget_default, pass, head_dim, dtype, p, reason,
+                                     reason_size);
+}
+
+flashcl_status flashcl_plan_check_within(const flashcl_device_limits *limits, const flashcl_register_budget *budget,
+                                         flashcl_pass pass, int head_dim, flashcl_dtype dtype, flashcl_plan *p,
+                                         char *reason, size_t reason_size) {
     char scratch[192]; /* reasons are formatted even when the caller wants none: room for the longest */
     if (!reason) {
         reason = scratch;
@@ -87,24 +112,15 @@ flashcl_status flashcl_plan_check(const flashcl_device_limits *limits, flashcl_p
                  limits->max_work_group_size);
         return FLASHCL_ERROR_PLAN;
     }
-    const int rows_per_item = p->block_q / p->threads_q;
-    const int dims_per_item = round_up(head_dim, p->threads_k) / p->threads_k;
-    const int keys_per_item = p->block_k / p->threads_k;
     size_t local;
     if (pass == FLASHCL_PASS_FORWARD) {
+        const int dims_per_item = round_up(head_dim, p->threads_k) / p->threads_k;
         if (dims_per_item > MAX_DIMS_PER_ITEM) {
             snprintf(reason, reason_size, "%d head-dim columns per work-item exceed %d (use more threads_k)",
                      dims_per_item, MAX_DIMS_PER_ITEM);
             return FLASHCL_ERROR_PLAN;
         }
-        if (rows_per_item * dims_per_item > MAX_ACCUMULATORS_PER_ITEM ||
-            rows_per_item * keys_per_item > MAX_SCORES_PER_ITEM) {
-            snprintf(reason, reason_size,
-                     "%d accumulators and %d scores per work-item exceed the register budget (%d, %d)",
-                     rows_per_item * dims_per_item, rows_per_item * keys_per_item, MAX_ACCUMULATORS_PER_ITEM,
-                     MAX_SCORES_PER_ITEM);
-            return FLASHCL_ERROR_PLAN;
-        }
+        if (!forward_fits_registers(p, head_dim, budget, reason, reason_size)) return FLASHCL_ERROR_PLAN;
         local = flashcl_forward_local_bytes(p, head_dim);
     } else {
         flashcl_status status = flashcl_backward_plan_check(p, head_dim, &local, reason, reason_size);
@@ -122,8 +138,8 @@ flashcl_status flashcl_plan_check(const flashcl_device_limits *limits, flashcl_p
 
 /* Tries work-group shapes for one (block_q, block_k) from the target size
  * down; the first that passes every check wins. */
-static int try_blocks(const flashcl_device_limits *limits, flashcl_pass pass, int head_dim, flashcl_dtype dtype,
-                      int block_q, int block_k, flashcl_plan *out) {
+static int try_blocks(const flashcl_device_limits *limits, const flashcl_register_budget *budget, flashcl_pass pass,
+                      int head_dim, flashcl_dtype dtype, int block_q, int block_k, flashcl_plan *out) {
     /* The largest power of two within both the target and the device limit. */
     size_t target = 1;
     while (target * 2 <= TARGET_WORK_GROUP && target * 2 <= limits->max_work_group_size) target *= 2;
@@ -134,7 +150,7 @@ static int try_blocks(const flashcl_device_limits *limits, flashcl_pass pass, in
             int threads_q = (int)(wg / (size_t)threads_k);
             if (block_q % threads_q != 0) continue;
             flashcl_plan p = {block_q, block_k, threads_q, threads_k, 0, 0};
-            if (flashcl_plan_check(limits, pass, head_dim, dtype, &p, NULL, 0) == FLASHCL_SUCCESS) {
+            if (flashcl_plan_check_within(limits, budget, pass, head_dim, dtype, &p, NULL, 0) == FLASHCL_SUCCESS) {
                 *out = p;
                 return 1;
             }
@@ -146,6 +162,12 @@ static int try_blocks(const flashcl_device_limits *limits, flashcl_pass pass, in
 
 flashcl_status flashcl_plan_choose(const flashcl_device_limits *limits, flashcl_pass pass, int head_dim,
                                    flashcl_dtype dtype, int causal, flashcl_plan *plan) {
+    return flashcl_plan_choose_within(limits, &flashcl_register_budget_default, pass, head_dim, dtype, causal, plan);
+}
+
+flashcl_status flashcl_plan_choose_within(const flashcl_device_limits *limits, const flashcl_register_budget *budget,
+                                          flashcl_pass pass, int head_dim, flashcl_dtype dtype, int causal,
+                                          flashcl_plan *plan) {
     (void)causal; /* the same tiles serve causal problems; skipped blocks need no other shape */
     /* No context to hold a failure's detail: it goes where flashcl_last_error(NULL) reads. */
     if (!limits || !plan)
@@ -178,7 +200,7 @@ flashcl_status flashcl_plan_choose(const flashcl_device_limits *limits, flashcl_
                 if (phase == 0 && streamed < 16) continue;
                 int block_q = pass == FLASHCL_PASS_FORWARD ? resident_sizes[r] : streamed;
                 int block_k = pass == FLASHCL_PASS_FORWARD ? streamed : resident_sizes[r];
-                if (try_blocks(limits, pass, head_dim, dtype, block_q, block_k, plan)) return FLASHCL_SUCCESS;
+                if (try_blocks(limits, budget, pass, head_dim, dtype, block_q, block_k, plan)) return FLASHCL_SUCCESS;
             }
         }
     }
