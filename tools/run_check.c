@@ -131,7 +131,7 @@ int check_forward(const flashcl_attention_desc *d, const check_inputs *in, const
     const size_t lse_count = (size_t)d->batch * d->heads_q * d->seqlen_q;
     double *o = malloc(q_count * sizeof *o), *lse = malloc(lse_count * sizeof *lse);
     /* The reference honours desc's window and dropout itself; the block mask comes expanded. */
-    const flashcl_reference_extras extras = {in->mask, NULL};
+    const flashcl_reference_extras extras = {.mask = in->mask};
     int result = -1;
     check_floors floors;
     check_floors_of(d, in, &floors);
@@ -149,7 +149,7 @@ int check_backward(const flashcl_attention_desc *d, const check_inputs *in, cons
     const size_t q_count = (size_t)d->batch * d->heads_q * d->seqlen_q * d->head_dim;
     const size_t kv_count = (size_t)d->batch * d->heads_kv * d->seqlen_k * d->head_dim;
     double *dq = malloc(q_count * sizeof *dq), *dk = malloc(kv_count * sizeof *dk), *dv = malloc(kv_count * sizeof *dv);
-    const flashcl_reference_extras extras = {in->mask, NULL};
+    const flashcl_reference_extras extras = {.mask = in->mask};
     int result = -1;
     if (dq && dk && dv &&
         flashcl_reference_backward_ex(d, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v, in->dout, dq, dk, dv) ==
