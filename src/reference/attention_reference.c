@@ -39,6 +39,13 @@ static double dropout_factor(const ref_row *w, int j) {
     return keep ? 1.0 / (1.0 - (double)d->dropout_p) : 0.0;
 }
 
+void flashcl_reference_alibi_slopes(int heads, double max_bias, float *slopes) {
+    int n_floor = 1;
+    while (2 * n_floor <= heads) n_floor *= 2;
+    const double m0 = exp2(-max_bias / n_floor), m1 = exp2(-max_bias / 2.0 / n_floor);
+    for (int h = 0; h < heads; ++h) slopes[h] = (float)(h < n_floor ? pow(m0, h + 1) : pow(m1, 2 * (h - n_floor) + 1));
+}
+
 void flashcl_reference_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
     for (int round = 0; round < 10; ++round) {

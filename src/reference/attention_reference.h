@@ -54,6 +54,10 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *desc, flashcl_re
                                   const flashcl_reference_extras *extras, const float *q, const float *k,
                                   const float *v, const float *dout, double *dq, double *dk, double *dv);
 
+/* llama.cpp's ALiBi slopes for `heads` heads from max_bias (flashcl.h,
+ * alibi_max_bias), computed in double, rounded to float. */
+void flashcl_reference_alibi_slopes(int heads, double max_bias, float *slopes);
+
 /* Philox4x32-10 of counter ctr under key, all four output words into out. */
 void flashcl_reference_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
