@@ -681,9 +681,9 @@ FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ct
  * float to scratch (splits x batch x heads_q x seqlen_q x (head_dim + 2)
  * floats, counted in extra_device_bytes and the memory budget), and a
  * combine kernel merges them as the online softmax merges key blocks. It
- * applies to the portable forward kernel on dense calls (causal allowed;
- * not with a window, block mask, dropout or packed batch, nor on the
- * tensor-core kernel yet).
+ * applies to the portable forward kernel on dense calls (causal allowed,
+ * and the score modifiers of flashcl_attention_extras; not with a window,
+ * block mask, dropout or packed batch, nor on the tensor-core kernel yet).
  * splits: 0 (default) automatic: only when the call has fewer than eight
  * work-groups per compute unit, enough chunks to reach that, each of at
  * least 4 key blocks; 1 never; n > 1: n chunks where it applies (at most
@@ -697,8 +697,8 @@ FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ct
 FLASHCL_API flashcl_status flashcl_context_set_kv_splits(flashcl_context *ctx, int splits);
 
 /* The decode kernel (FLASHCL_KERNEL_DECODE) for forwards of at most 8 query
- * positions, dense or with a sliding window (not with a block mask, dropout
- * or a packed batch), unless a plan is forced: enabled 1 (default) lets
+ * positions, dense or with a sliding window or the score modifiers (not
+ * with a block mask, dropout or a packed batch), unless a plan is forced: enabled 1 (default) lets
  * such calls run it, 0 sends them to the tiled kernels (portable or tensor
  * core), for comparison. Its split-KV follows flashcl_context_set_kv_splits
  * (counted in steps of its own key block). Results match the tiled kernels

@@ -202,7 +202,8 @@ flashcl_status flashcl_forward_kv_cache_ex(flashcl_context *ctx, const flashcl_a
     if ((status = flashcl_struct_import(ctx, &flashcl_abi_kv_cache, cache, &full_cache))) return status;
     if ((status = flashcl_import_extras(ctx, &extras, &full_extras))) return status;
     /* The cache's sequences are the batch: a packed batch or a block mask has no meaning here. */
-    if (extras && (extras->block_mask || extras->cu_seqlens_q || extras->cu_seqlens_k))
+    if (extras && (extras->block_mask || extras->cu_seqlens_q || extras->cu_seqlens_k || extras->cu_seqlens_q_host ||
+                   extras->cu_seqlens_k_host))
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
                             "flashcl_forward_kv_cache_ex takes the score modifiers only: no %s",
                             extras->block_mask ? "block mask" : "packed batch (cu_seqlens)");

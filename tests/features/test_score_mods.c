@@ -6,7 +6,8 @@
  * a clear error and nothing written.
  *
  * Every distinct kernel build costs seconds on POCL, so the cases share builds on purpose: head dims 64 and 40,
- * float data except the decode and KV-cache cases (half), about eleven programs per device in all. */
+ * float data except the decode and KV-cache cases (half), split-KV on the cases that need a combine anyway,
+ * thirteen programs per device in all (three of them the small delta, combine and block-mask kernels). */
 #include <check.h>
 #include <math.h>
 #include <stddef.h>
@@ -114,13 +115,15 @@ START_TEST(softcap_alibi_causal_gqa) {
 }
 END_TEST
 
-/* Soft-capping alone at caps 1 and 5 on scores up to ~50: the cap decides the result. */
+/* Soft-capping alone at caps 1 and 5 on scores up to ~50: the cap decides the result. The tiled forward's
+ * split-KV (forced: 3 key chunks and the combine) takes the modifiers as they are. */
 START_TEST(softcap_small_caps) {
-    const fh_case c = make_case("77x77 d40 softcap", 1, 2, 2, 77, 77, 40, 0);
+    const fh_case c = make_case("77x300 d40 softcap, split-KV", 1, 2, 2, 77, 300, 40, 0);
     fh_inputs in;
     fh_inputs_make(&c, 22, &in);
     amplify(&in, 4.0f);
     flashcl_context *ctx = portable_context();
+    ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
     static const float caps[2] = {1.0f, 5.0f};
     float *lse[2];
     for (int i = 0; i < 2; ++i) {
@@ -130,14 +133,15 @@ START_TEST(softcap_small_caps) {
         const flashcl_reference_extras mods = {.softcap = caps[i]};
         fh_result r;
         run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
+        ck_assert_int_gt(last_stats(ctx).kv_splits, 1); /* 3, or one per key block if the tiles make fewer */
         lse[i] = r.lse;
         r.lse = NULL;
         fh_result_free(&r);
     }
     /* A capped row's scores lie in [-cap, cap]: LSE <= cap + log(Sk). */
     for (size_t i = 0; i < in.lse_count; ++i) {
-        ck_assert_msg(lse[0][i] <= 1.0f + logf(77.0f) + 1e-4f, "LSE %g past cap 1's bound", (double)lse[0][i]);
-        ck_assert_msg(lse[1][i] <= 5.0f + logf(77.0f) + 1e-4f, "LSE %g past cap 5's bound", (double)lse[1][i]);
+        ck_assert_msg(lse[0][i] <= 1.0f + logf(300.0f) + 1e-4f, "LSE %g past cap 1's bound", (double)lse[0][i]);
+        ck_assert_msg(lse[1][i] <= 5.0f + logf(300.0f) + 1e-4f, "LSE %g past cap 5's bound", (double)lse[1][i]);
     }
     free(lse[0]), free(lse[1]);
     fh_inputs_free(&in);
@@ -311,9 +315,11 @@ END_TEST
 /* ---- decode kernel and KV cache ------------------------------------------------ */
 
 /* 1 and 4 query rows (the latter causal, bottom-right) of 16 query heads over one KV head run the decode kernel
- * (both with 16 packed rows per work-group: one build), half storage. */
+ * (both with 16 packed rows per work-group: one build), half storage, split along the keys in 3 chunks (the
+ * unsplit decode kernel: kv_cache_rows). */
 START_TEST(decode_rows) {
     flashcl_context *ctx = portable_context();
+    ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
     float slopes[16];
     llama_slopes(16, 8.0f, slopes);
     for (int sq = 1; sq <= 4; sq += 3) {
@@ -333,6 +339,7 @@ START_TEST(decode_rows) {
         run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
         const flashcl_call_stats s = last_stats(ctx);
         ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_DECODE);
+        ck_assert_int_eq(s.kv_splits, 3);
         ck_assert_ptr_nonnull(strstr(s.build_options, "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1"));
         fh_result_free(&r);
         fh_inputs_free(&in);
