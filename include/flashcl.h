@@ -495,7 +495,10 @@ typedef struct flashcl_attention_extras {
      * implementation refuses them (FLASHCL_ERROR_UNSUPPORTED). A call without
      * modifiers builds and runs exactly the kernels it did before.
      * softcap: 0 (the default) is off; negative, infinite or NaN is refused
-     * (FLASHCL_ERROR_INVALID_ARGUMENT, nothing written). */
+     * (FLASHCL_ERROR_INVALID_ARGUMENT, nothing written). A score that
+     * overflowed to +-inf in float is capped to +-softcap like any other
+     * (the NaN rule of flashcl_forward then sees a finite score); a NaN
+     * score stays NaN. */
     float softcap;
     /* ALiBi from llama.cpp's max_bias (0: not this source; negative,
      * infinite or NaN refused): with n = heads_q and n_floor the largest
