@@ -17,7 +17,9 @@
 //                          dV += P^T dO, dK += scale * dS^T Q
 //   flashcl_backward_dq    a work-group owns BLOCK_K queries of one head and
 //                          walks the keys: dQ += scale * dS K
-// with P = exp(scale * Q K^T - LSE) and dS = P * (dO V^T - D). Each gradient
+// with P = exp(scale * Q K^T - LSE) and dS = P * (dO V^T - D) (with score
+// modifiers, P of the modified scores and dS times soft-capping's
+// derivative: the gradient of the raw score). Each gradient
 // element is owned by exactly one work-item, so no atomics are needed, and
 // every sum runs in a fixed order (head dims, then query heads and queries,
 // or keys, ascending) whatever the tile sizes: the result is bitwise the same
@@ -152,6 +154,22 @@ inline float flashcl_probability(float score, float scale, float lse, int visibl
     return (visible && lse != -INFINITY) ? exp(score * scale - lse) : 0.0f;
 }
 
+// The probability of a pair from its raw score (q . k): scaled, modified
+// (soft-capping, ALiBi: cl/common.cl) as the forward did, against the row's
+// LSE; mod_grad (declared by the caller) receives soft-capping's derivative,
+// which SOFTCAP_CHAIN applies to dS: the gradient of the raw score.
+#if FLASHCL_SCORE_MODS
+#define PAIR_PROBABILITY(raw, row_lse, visible, slope, pos, key) \
+    flashcl_probability(FLASHCL_SCORE_MOD((raw) * scale, mod_grad, slope, pos, key), 1.0f, row_lse, visible)
+#else
+#define PAIR_PROBABILITY(raw, row_lse, visible, slope, pos, key) flashcl_probability(raw, scale, row_lse, visible)
+#endif
+#if FLASHCL_SOFTCAP
+#define SOFTCAP_CHAIN(ds) ((ds) * mod_grad)
+#else
+#define SOFTCAP_CHAIN(ds) ds // no parentheses: the dense kernels' code stays token for token what it was
+#endif
+
 // Index in D of row 0 of (sequence b, head h): D is (batch, heads_q,
 // seqlen_q), or with FLASHCL_VARLEN (heads_q, total_q) over the packed rows
 // (the delta kernel then runs as one sequence of total_q rows).
@@ -258,6 +276,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)h * do_stride_h;
         const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;
         const ulong delta_base = DELTA_ROW0(b, h);
+#if FLASHCL_ALIBI
+        const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
 #if FLASHCL_BLOCK_MASK
         const ulong mask_head = mask_offset + (ulong)h * mask_stride_h;
         __global const uchar *tile_col = tile_mask + (ulong)h * tile_stride_h + (ulong)(k0 / BLOCK_K);
@@ -290,7 +311,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                                         && FLASHCL_WINDOW_VISIBLE(row, key) && FLASHCL_BLOCK_VISIBLE(mask_head, row, key)
 #endif
                         ;
-                    const float p = flashcl_probability(s[a][b2], scale, lse_tile[r], visible);
+#if FLASHCL_SCORE_MODS
+                    float mod_grad = 1.0f;
+#endif
+                    const float p = PAIR_PROBABILITY(s[a][b2], lse_tile[r], visible, alibi_slope, row + diagonal, key);
 #if FLASHCL_DROPOUT
                     // Forward's O used P * Z / (1 - p): dV sees the same
                     // product, dP is scaled alike before dS = P (dP' - D).
@@ -299,10 +323,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                                         ? dropout_scale
                                         : 0.0f;
                     p_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p * z;
-                    ds_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p * (dp[a][b2] * z - delta_tile[r]);
+                    ds_tile[(tk + a * THREADS_K) * S_STRIDE + r] = SOFTCAP_CHAIN(p * (dp[a][b2] * z - delta_tile[r]));
 #else
                     p_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p;
-                    ds_tile[(tk + a * THREADS_K) * S_STRIDE + r] = p * (dp[a][b2] - delta_tile[r]);
+                    ds_tile[(tk + a * THREADS_K) * S_STRIDE + r] = SOFTCAP_CHAIN(p * (dp[a][b2] - delta_tile[r]));
 #endif
                 }
             }
@@ -417,6 +441,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     }
 
     const int diagonal = seqlen_k - seqlen_q;
+#if FLASHCL_ALIBI
+    const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
 #if FLASHCL_SPARSE
     // Key blocks outside the band of this group's queries are skipped; they
     // start at multiples of BLOCK_Q so they match the tile mask.
@@ -462,15 +489,18 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                                     && FLASHCL_WINDOW_VISIBLE(row, key) && FLASHCL_BLOCK_VISIBLE(mask_head, row, key)
 #endif
                     ;
-                const float p = flashcl_probability(s[a][b2], scale, row_lse[a], visible);
+#if FLASHCL_SCORE_MODS
+                float mod_grad = 1.0f;
+#endif
+                const float p = PAIR_PROBABILITY(s[a][b2], row_lse[a], visible, alibi_slope, row + diagonal, key);
 #if FLASHCL_DROPOUT
                 const float z = flashcl_dropout_keep((ulong)bh, row, key, dropout_threshold, seed_lo, seed_hi,
                                                      dropout_offset)
                                     ? dropout_scale
                                     : 0.0f;
-                ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = p * (dp[a][b2] * z - row_delta[a]);
+                ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = SOFTCAP_CHAIN(p * (dp[a][b2] * z - row_delta[a]));
 #else
-                ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = p * (dp[a][b2] - row_delta[a]);
+                ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = SOFTCAP_CHAIN(p * (dp[a][b2] - row_delta[a]));
 #endif
             }
         }

@@ -56,6 +56,9 @@ inline float flashcl_row_lse2(float m, float l) {
 //   FLASHCL_BLOCK_MASK  block-sparse mask (a uint8 block mask and a per-tile summary)
 //   FLASHCL_DROPOUT     dropout on the normalised probabilities (Philox4x32-10)
 //   FLASHCL_VARLEN      packed variable-length batch (cumulative sequence offsets)
+//   FLASHCL_SOFTCAP     logit soft-capping of the scaled scores (softcap argument)
+//   FLASHCL_ALIBI       ALiBi: minus a per-(batch, head) slope times the distance of the key from the query's
+//                       position (alibi_slopes arguments)
 #ifndef FLASHCL_WINDOW
 #define FLASHCL_WINDOW 0
 #endif
@@ -68,7 +71,14 @@ inline float flashcl_row_lse2(float m, float l) {
 #ifndef FLASHCL_VARLEN
 #define FLASHCL_VARLEN 0
 #endif
+#ifndef FLASHCL_SOFTCAP
+#define FLASHCL_SOFTCAP 0
+#endif
+#ifndef FLASHCL_ALIBI
+#define FLASHCL_ALIBI 0
+#endif
 #define FLASHCL_SPARSE (FLASHCL_WINDOW || FLASHCL_BLOCK_MASK)
+#define FLASHCL_SCORE_MODS (FLASHCL_SOFTCAP || FLASHCL_ALIBI)
 
 // The extra kernel arguments of the features, appended after the dense ones
 // in this order (src/features.c sets them in the same order).
@@ -112,7 +122,47 @@ inline float flashcl_row_lse2(float m, float l) {
 #else
 #define FLASHCL_VARLEN_PARAMS
 #endif
-#define FLASHCL_FEATURE_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_BLOCK_MASK_PARAMS FLASHCL_DROPOUT_PARAMS FLASHCL_VARLEN_PARAMS
+#if FLASHCL_SOFTCAP
+#define FLASHCL_SOFTCAP_PARAMS , float softcap
+#else
+#define FLASHCL_SOFTCAP_PARAMS
+#endif
+#if FLASHCL_ALIBI
+// alibi_slopes: float slopes, (batch, heads_q) with batch stride alibi_stride_b (0: one row shared by the
+// batch), from element alibi_offset.
+#define FLASHCL_ALIBI_PARAMS , __global const float *alibi_slopes, ulong alibi_offset, ulong alibi_stride_b
+#define FLASHCL_ALIBI_SLOPE(b, h) alibi_slopes[alibi_offset + (ulong)(b) * alibi_stride_b + (ulong)(h)]
+#else
+#define FLASHCL_ALIBI_PARAMS
+#endif
+// The score modifiers' arguments come last: the decode kernel, which takes the window and these only, lists
+// them right after the window's.
+#define FLASHCL_SCORE_MOD_PARAMS FLASHCL_SOFTCAP_PARAMS FLASHCL_ALIBI_PARAMS
+#define FLASHCL_FEATURE_PARAMS \
+    FLASHCL_WINDOW_PARAMS FLASHCL_BLOCK_MASK_PARAMS FLASHCL_DROPOUT_PARAMS FLASHCL_VARLEN_PARAMS FLASHCL_SCORE_MOD_PARAMS
+
+// The score modifiers (include/flashcl.h, flashcl_attention_extras), applied to a scaled score x of the query
+// at key position pos (row + diagonal) and key col, in the library's order: soft-capping, then ALiBi; the masks
+// come after, where the kernels apply them. slope is the row's head's. src/reference/ implements the same.
+#if FLASHCL_SOFTCAP
+// cap * tanh(x / cap), and its derivative 1 - tanh^2 in *grad (the backward's chain rule).
+inline float flashcl_softcap(float x, float cap, float *grad) {
+    const float t = tanh(x / cap);
+    *grad = 1.0f - t * t;
+    return cap * t;
+}
+#define FLASHCL_SOFTCAP_APPLY(x, grad) flashcl_softcap((x), softcap, &(grad))
+#else
+#define FLASHCL_SOFTCAP_APPLY(x, grad) (x)
+#endif
+#if FLASHCL_ALIBI
+// pos - col stays inside int: flashcl_validate_desc keeps seqlen_q + seqlen_k + 1024 below 2^31.
+#define FLASHCL_ALIBI_APPLY(x, slope, pos, col) ((x) - (slope) * (float)abs((pos) - (col)))
+#else
+#define FLASHCL_ALIBI_APPLY(x, slope, pos, col) (x)
+#endif
+// The modified score; grad (a float lvalue) receives d(modified)/dx where soft-capping is on.
+#define FLASHCL_SCORE_MOD(x, grad, slope, pos, col) FLASHCL_ALIBI_APPLY(FLASHCL_SOFTCAP_APPLY(x, grad), slope, pos, col)
 
 // Window test of query `row` (key position row + diagonal) against key col.
 #if FLASHCL_WINDOW

@@ -13,7 +13,8 @@
 //   FLASHCL_SPLIT_KV  1: work-group z takes keys [z * split_keys, + split_keys) only and writes its
 //                   unnormalised partial to part_o and part_stats in the layout cl/split_combine.cl merges
 //                   (cl/forward.cl's split-KV layout)
-//   FLASHCL_WINDOW  sliding-window mask (the only feature this kernel takes)
+//   FLASHCL_WINDOW  sliding-window mask (the only mask this kernel takes)
+//   FLASHCL_SOFTCAP, FLASHCL_ALIBI  the score modifiers (cl/common.cl), applied where the scores are scaled
 //   FLASHCL_KV_CACHE  1: a KV cache (flashcl_forward_kv_cache): sequence b has cache_seqlens[b] + new_rows
 //                   keys (seqlen_k is ignored), its query rows being the last seqlen_q positions
 //   FLASHCL_KV_PAGED  1: the cache is paged: row j of sequence b is row j % page_size of page
@@ -87,7 +88,7 @@
 #error "DV_VEC must be 1, or 4 or 8 with KV_VEC 8"
 #endif
 #if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN
-#error "the decode kernel takes dense and windowed calls only"
+#error "the decode kernel takes dense and windowed calls (and the score modifiers) only"
 #endif
 
 #define WG DECODE_THREADS
@@ -167,7 +168,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
-    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS DECODE_KV_PARAMS) {
+    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS DECODE_KV_PARAMS) {
     __local float4 q_tile4[ROWS * DIM_PAD / 4];
     // The step's maximum candidates, [row][key]; at the end the output groups' sums, then the rows' sums. A
     // plain float array read with vload4: Mesa llvmpipe lost rows past the first that were stored and read
@@ -222,6 +223,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
         q_tile[e] = x;
     }
     if (lid < ROWS) m_run[lid] = -INFINITY;
+#if FLASHCL_ALIBI
+    // Each packed row's head's slope (rows past the real ones take head hk's: never used).
+    float row_slope[ROWS];
+    for (int r = 0; r < ROWS; ++r) {
+        const int p = p0 + min(r, rows - 1), pos = p / group_size;
+        row_slope[r] = FLASHCL_ALIBI_SLOPE(b, hk * group_size + (p - pos * group_size));
+    }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
     // The P V work-item: dims dv * DV_VEC .. + DV_VEC of every row, keys hv, hv + PV_GROUPS, ... of each step.
@@ -279,13 +288,19 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
             }
 #endif
         }
-        // Scale and mask; the maximum's candidates (fmax drops NaN and a -inf score would hide a visible key:
-        // see the header).
+        // Scale, modify (soft-capping, ALiBi) and mask; the maximum's candidates (fmax drops NaN and a -inf
+        // score would hide a visible key: see the header).
         for (int r = 0; r < ROWS; ++r) {
             const int pos = (p0 + r) / group_size;
             const bool visible = r < rows && col < key_end && (!causal || col <= pos + diagonal) &&
                                  FLASHCL_WINDOW_VISIBLE(pos, col);
+#if FLASHCL_SCORE_MODS
+            float mod_grad;
+            s[r] = visible ? FLASHCL_SCORE_MOD(s[r] * scale, mod_grad, row_slope[r], pos + diagonal, col) : -INFINITY;
+            (void)mod_grad;
+#else
             s[r] = visible ? s[r] * scale : -INFINITY;
+#endif
             cand[r * WG + lid] = visible ? fmax(s[r], -FLT_MAX) : -INFINITY;
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -10,7 +10,8 @@
 //              batch x head, split) takes keys [split * split_keys, + split_keys)
 //              only and writes its unnormalised partial O (float) to part_o
 //              and its row maximum and sum to part_stats; cl/split_combine.cl
-//              merges the splits. Dense calls only (causal allowed).
+//              merges the splits. Dense calls (causal allowed) and the score
+//              modifiers only.
 //
 // Work-item (tq, tk) owns query rows tq + i*THREADS_Q and, of each row, the
 // scores of keys tk + j*THREADS_K and the outputs of dims OUT_DIM(j) (groups
@@ -185,6 +186,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 
     // Bottom-right causal alignment: row i sees keys j <= i + diagonal.
     const int diagonal = seqlen_k - seqlen_q;
+#if FLASHCL_ALIBI
+    const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
     int key_end = seqlen_k;
     if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k); // later blocks are fully masked
     int key_first = 0; // the first key block of this work-group (a multiple of BLOCK_K)
@@ -289,8 +293,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             }
         }
 
-        // Scale, mask (only blocks that reach past seqlen_k or the causal
-        // diagonal need it: a uniform test), and partial row maxima.
+        // Scale, modify (soft-capping, ALiBi), mask (only blocks that reach
+        // past seqlen_k or the causal diagonal need it: a uniform test), and
+        // partial row maxima.
         const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal)
 #if FLASHCL_WINDOW
                                   || k0 < q_last + diagonal - window_left ||
@@ -311,6 +316,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             for (int j = 0; j < KEYS_PER_ITEM; ++j) {
                 const int col = k0 + tk + j * THREADS_K;
                 float x = s[i][j] * scale;
+#if FLASHCL_SCORE_MODS
+                // Modified before the masks, which then hide what they hide (a hidden pair's value never counts).
+                float mod_grad;
+                x = FLASHCL_SCORE_MOD(x, mod_grad, alibi_slope, row + diagonal, col);
+                (void)mod_grad;
+#endif
                 if (masked_block) {
 #if FLASHCL_SPARSE
                     const bool hidden = col >= seqlen_k || row >= seqlen_q || (causal && col > row + diagonal) ||

@@ -471,6 +471,57 @@ typedef struct flashcl_attention_extras {
      * the buffers). NULL: read the buffers back. */
     const int32_t *cu_seqlens_q_host;
     const int32_t *cu_seqlens_k_host;
+    /* Score modifiers, computed in the kernels (appended to the struct: a
+     * caller compiled against a header without them passes the smaller
+     * struct and gets none). With s = scale * q_i . k_j (in float), the score a pair
+     * enters the softmax with is, in this order:
+     *   1. soft-capping, when softcap > 0: s = softcap * tanh(s / softcap)
+     *      (flash-attn's softcap, llama.cpp's logit_softcap);
+     *   2. ALiBi, when slopes are given (one source of three, below):
+     *      s = s - slope[b][h] * |pos_i - j| with pos_i = i + seqlen_k -
+     *      seqlen_q, the bottom-right alignment causal and the window use
+     *      (with causal only j <= pos_i remain: the one-sided form). With a
+     *      packed batch, b is the sequence and the lengths its own;
+     *   3. the masks (causal, window, block mask, the sequence ends) hide
+     *      pairs as before.
+     * LSE is that of the modified scores. The backward recomputes the same
+     * scores and applies soft-capping's derivative, dS_raw = dS * (1 -
+     * tanh^2(s / softcap)); ALiBi's bias has no gradient. The flash
+     * implementation's portable and decode kernels run them (forward,
+     * backward, flashcl_forward_kv_cache_ex), with every other feature
+     * (causal, GQA, window, block mask, dropout, packed batch, split-KV); the
+     * tensor-core kernels do not yet, so such calls run the portable kernels
+     * (flashcl_call_stats.kernel says which ran); the standard
+     * implementation refuses them (FLASHCL_ERROR_UNSUPPORTED). A call without
+     * modifiers builds and runs exactly the kernels it did before.
+     * softcap: 0 (the default) is off; negative, infinite or NaN is refused
+     * (FLASHCL_ERROR_INVALID_ARGUMENT, nothing written). A score that
+     * overflowed to +-inf in float is capped to +-softcap like any other
+     * (the NaN rule of flashcl_forward then sees a finite score); a NaN
+     * score stays NaN. */
+    float softcap;
+    /* ALiBi from llama.cpp's max_bias (0: not this source; negative,
+     * infinite or NaN refused): with n = heads_q and n_floor the largest
+     * power of 2 <= n, m0 = 2^(-max_bias / n_floor), m1 = 2^(-max_bias / 2 /
+     * n_floor), head h's slope is m0^(h + 1) for h < n_floor, else
+     * m1^(2 (h - n_floor) + 1), computed in double and rounded to float. */
+    float alibi_max_bias;
+    /* ALiBi slopes in a device buffer: float32, (heads_q) shared by the
+     * batch, or with alibi_slopes_per_batch = 1, (batch, heads_q), starting
+     * alibi_slopes_offset floats into the buffer. Checked for its context and
+     * size (FLASHCL_ERROR_BUFFER_TOO_SMALL), no output may overlap it; its
+     * values are not read back (the call stays asynchronous): a NaN or
+     * infinite slope there makes its rows' outputs NaN. NULL: not this
+     * source. */
+    cl_mem alibi_slopes;
+    /* The slopes as a host array of the same shape (per batch or not), read
+     * during the call only and copied to the device; every slope must be
+     * finite (FLASHCL_ERROR_INVALID_ARGUMENT otherwise). NULL: not this
+     * source. At most one of alibi_slopes, alibi_slopes_host and
+     * alibi_max_bias may be set (FLASHCL_ERROR_INVALID_ARGUMENT). */
+    const float *alibi_slopes_host;
+    size_t alibi_slopes_offset;  /* alibi_slopes only: in floats */
+    int alibi_slopes_per_batch;  /* 1: slopes (batch, heads_q); 0: (heads_q) */
 } flashcl_attention_extras;
 
 /* Sets struct_size to struct_size and every extra to its default (none).
@@ -633,9 +684,9 @@ FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ct
  * float to scratch (splits x batch x heads_q x seqlen_q x (head_dim + 2)
  * floats, counted in extra_device_bytes and the memory budget), and a
  * combine kernel merges them as the online softmax merges key blocks. It
- * applies to the portable forward kernel on dense calls (causal allowed;
- * not with a window, block mask, dropout or packed batch, nor on the
- * tensor-core kernel yet).
+ * applies to the portable forward kernel on dense calls (causal allowed,
+ * and the score modifiers of flashcl_attention_extras; not with a window,
+ * block mask, dropout or packed batch, nor on the tensor-core kernel yet).
  * splits: 0 (default) automatic: only when the call has fewer than eight
  * work-groups per compute unit, enough chunks to reach that, each of at
  * least 4 key blocks; 1 never; n > 1: n chunks where it applies (at most
@@ -649,8 +700,8 @@ FLASHCL_API flashcl_status flashcl_context_set_f32_precision(flashcl_context *ct
 FLASHCL_API flashcl_status flashcl_context_set_kv_splits(flashcl_context *ctx, int splits);
 
 /* The decode kernel (FLASHCL_KERNEL_DECODE) for forwards of at most 8 query
- * positions, dense or with a sliding window (not with a block mask, dropout
- * or a packed batch), unless a plan is forced: enabled 1 (default) lets
+ * positions, dense or with a sliding window or the score modifiers (not
+ * with a block mask, dropout or a packed batch), unless a plan is forced: enabled 1 (default) lets
  * such calls run it, 0 sends them to the tiled kernels (portable or tensor
  * core), for comparison. Its split-KV follows flashcl_context_set_kv_splits
  * (counted in steps of its own key block). Results match the tiled kernels
@@ -728,6 +779,18 @@ FLASHCL_API flashcl_status flashcl_forward_kv_cache(flashcl_context *ctx, const 
                                                     const flashcl_tensor *o, const flashcl_tensor *lse,
                                                     cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
                                                     cl_event *event);
+
+/* flashcl_forward_kv_cache with extras (NULL: none, the same call). Only
+ * the score modifiers apply (softcap and ALiBi, see flashcl_attention_extras):
+ * per-batch slopes are per sequence of the cache, and query row i of
+ * sequence b stands at key position i + L_b - seqlen_q, L_b its keys
+ * (cache_seqlens[b], plus seqlen_q with new rows). A block mask or a packed
+ * batch in extras is refused (FLASHCL_ERROR_UNSUPPORTED, nothing written). */
+FLASHCL_API flashcl_status flashcl_forward_kv_cache_ex(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                                       const flashcl_attention_extras *extras, const flashcl_tensor *q,
+                                                       const flashcl_kv_cache *cache, const flashcl_tensor *o,
+                                                       const flashcl_tensor *lse, cl_uint num_events_in_wait_list,
+                                                       const cl_event *event_wait_list, cl_event *event);
 
 /* The kernel family that runs a call (flashcl_call_stats.kernel). Every
  * report of a call (flashcl_last_call_stats, flashcl_explain_call, the CLI's

@@ -1,4 +1,5 @@
-/* call_features.h: the optional features of a call (window, block mask, dropout): checks, kernel options and arguments. */
+/* call_features.h: the optional features of a call (window, block mask, dropout, packed batch, score modifiers): checks,
+ * kernel options and arguments. */
 #ifndef FLASHCL_CALL_FEATURES_H
 #define FLASHCL_CALL_FEATURES_H
 
@@ -38,6 +39,14 @@ typedef struct flashcl_features {
     cl_uint seed_lo, seed_hi;
     cl_ulong dropout_offset;
     flashcl_varlen varlen; /* compile FLASHCL_VARLEN when varlen.on */
+    float softcap;         /* > 0: compile FLASHCL_SOFTCAP */
+    int alibi;             /* compile FLASHCL_ALIBI; the slopes come from one of: */
+    cl_mem alibi_buffer;   /* the caller's device buffer (its offset and stride below), */
+    const float *alibi_host; /* the caller's host array (valid during the call), */
+    float alibi_max_bias;  /* or llama.cpp's formula */
+    size_t alibi_offset;   /* floats; 0 but for the caller's buffer */
+    size_t alibi_stride_b; /* floats between batch elements: 0 (shared) or heads_q */
+    size_t alibi_count;    /* floats the slopes hold: heads_q, or batch x heads_q */
 } flashcl_features;
 
 /* Reads desc (already validated) and extras into f; checks the extras'
@@ -47,6 +56,25 @@ typedef struct flashcl_features {
 flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                         const flashcl_attention_extras *extras, flashcl_features *f);
 
+/* Reads and checks extras' score modifiers (softcap, ALiBi) into f; part of flashcl_features_resolve. */
+flashcl_status flashcl_score_mods_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                          const flashcl_attention_extras *extras, flashcl_features *f);
+
+/* llama.cpp's ALiBi slopes of `heads` heads from max_bias (flashcl.h, alibi_max_bias). */
+void flashcl_alibi_slopes_from_max_bias(int heads, float max_bias, float *slopes);
+
+/* The caller's slopes buffer as the checks take it: (batch or 1, 1, 1, heads_q) floats. */
+void flashcl_alibi_view(const flashcl_attention_desc *desc, const flashcl_features *f, flashcl_tensor *view,
+                        flashcl_shape *shape);
+
+/* The slopes buffer the kernels read, retained (the caller releases it): the caller's buffer, or one holding
+ * the host slopes (the context keeps the last one and reuses it while the slopes are the same). NULL without
+ * ALiBi. */
+flashcl_status flashcl_alibi_acquire(flashcl_context *ctx, const flashcl_features *f, cl_mem *out);
+
+/* Releases the context's buffer of host slopes (context teardown). */
+void flashcl_alibi_cache_free(flashcl_context *ctx);
+
 /* One feature as data (the table is in call_features.c). Adding a feature:
  * its fields in flashcl_features and their resolution in
  * flashcl_features_resolve, a row here, its arguments in
@@ -55,6 +83,7 @@ typedef struct flashcl_feature_def {
     const char *name;                         /* in messages: "sliding window" */
     int (*on)(const flashcl_features *f);     /* whether a call uses it */
     const char *define;                       /* -D<define>=1 for its kernels */
+    int split_kv;                             /* 1: the portable forward's split-KV takes it (cl/forward.cl) */
 } flashcl_feature_def;
 
 /* The table, in the order options and messages use. */
@@ -66,12 +95,15 @@ int flashcl_features_any(const flashcl_features *f);
 /* The name of the call's first feature in the table, NULL for a dense call. */
 const char *flashcl_features_first(const flashcl_features *f);
 
-/* Checks the block mask buffer (context, size) and that none of the call's
- * outputs overlaps it or a variable-length batch's cu_seqlens arrays (which
+/* 1 if the call uses a feature the portable forward's split-KV does not take. */
+int flashcl_features_block_split(const flashcl_features *f);
+
+/* Checks the block mask and ALiBi slopes buffers (context, size) and that none of the call's
+ * outputs overlaps them or a variable-length batch's cu_seqlens arrays (which
  * the kernels read while the outputs are written); run after
  * flashcl_validate_call, with desc the caller's and shape_desc the one the
  * tensors were validated against (the packed one of a variable-length
- * batch). No-op without a mask or a packed batch. */
+ * batch). No-op without a mask, device slopes or a packed batch. */
 flashcl_status flashcl_features_validate_buffers(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                                  const flashcl_attention_desc *shape_desc, const flashcl_features *f,
                                                  const flashcl_call_tensor *tensors, int count);
@@ -98,8 +130,10 @@ flashcl_status flashcl_tile_mask_build(flashcl_context *ctx, const flashcl_atten
                                        const cl_event *wait_list, flashcl_tile_mask *out, cl_event *done);
 void flashcl_tile_mask_release(flashcl_tile_mask *t);
 
-/* Sets the features' kernel arguments (FLASHCL_FEATURE_PARAMS of cl/common.cl). */
-void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles);
+/* Sets the features' kernel arguments (FLASHCL_FEATURE_PARAMS of cl/common.cl); alibi_slopes is
+ * flashcl_alibi_acquire's buffer. */
+void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles,
+                          cl_mem alibi_slopes);
 
 /* floor(p * 2^32): an element is kept when its Philox word is at least this. */
 cl_uint flashcl_dropout_threshold(float p);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call_features.h"
 #include "disk_cache.h"
 #include "internal.h"
 #include "struct_abi.h"
@@ -152,6 +153,7 @@ fail:
 void flashcl_context_free(flashcl_context *ctx) {
     if (!ctx) return;
     flashcl_program_cache_free(ctx);
+    flashcl_alibi_cache_free(ctx);
     flashcl_disk_cache_close(ctx);
     /* CLBlast is left alone: its program cache is process-wide and its only
      * release call (CLBlastClearCache) empties it for every user in the

@@ -303,12 +303,14 @@ static flashcl_status choose_splits(const flashcl_device_caps *caps, const flash
     return FLASHCL_SUCCESS;
 }
 
-/* The portable forward's split-KV: dense calls only (causal allowed). */
+/* The portable forward's split-KV: dense calls (causal allowed) and those
+ * whose features it takes (the score modifiers). */
 static flashcl_status portable_splits(const flashcl_device_caps *caps, const flashcl_settings *s,
                                       const flashcl_problem *p, flashcl_exec_plan *plan, char *reason,
                                       size_t size) {
     plan->kv_splits = 1;
-    if (p->pass != FLASHCL_PASS_FORWARD || plan->kind != FLASHCL_KERNEL_PORTABLE || flashcl_features_any(p->features))
+    if (p->pass != FLASHCL_PASS_FORWARD || plan->kind != FLASHCL_KERNEL_PORTABLE ||
+        flashcl_features_block_split(p->features))
         return FLASHCL_SUCCESS;
     const flashcl_attention_desc *desc = p->desc;
     const split_shape shape = {ceil_div((size_t)desc->seqlen_q, (size_t)plan->tiles.block_q) * (size_t)desc->batch *

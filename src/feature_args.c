@@ -1,7 +1,8 @@
 /* feature_args.c: the features' kernel arguments, in the order of FLASHCL_FEATURE_PARAMS (cl/common.cl). */
 #include "call_features.h"
 
-void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles) {
+void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles,
+                          cl_mem alibi_slopes) {
     if (f->window) {
         flashcl_arg_int(a, f->window_left);
         flashcl_arg_int(a, f->window_right);
@@ -30,5 +31,11 @@ void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, con
         flashcl_arg_mem(a, f->varlen.cu_q);
         flashcl_arg_mem(a, f->varlen.cu_k);
         flashcl_arg_int(a, f->varlen.total_q);
+    }
+    if (f->softcap > 0.0f) flashcl_arg_float(a, f->softcap);
+    if (f->alibi) {
+        flashcl_arg_mem(a, alibi_slopes);
+        flashcl_arg_ulong(a, f->alibi_offset);
+        flashcl_arg_ulong(a, f->alibi_stride_b);
     }
 }

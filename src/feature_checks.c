@@ -1,14 +1,14 @@
 /* feature_checks.c: the feature buffers the kernels read while the outputs are written (block mask, varlen
- * offsets) checked against the call's outputs: valid views, no overlap. */
+ * offsets, ALiBi slopes) checked against the call's outputs: valid views, no overlap. */
 #include "call_features.h"
 
 flashcl_status flashcl_features_validate_buffers(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                                  const flashcl_attention_desc *shape_desc, const flashcl_features *f,
                                                  const flashcl_call_tensor *tensors, int count) {
-    if (!f->block_mask && !f->varlen.on) return FLASHCL_SUCCESS;
+    if (!f->block_mask && !f->varlen.on && !f->alibi_buffer) return FLASHCL_SUCCESS;
     /* The feature buffers the kernels read while the outputs are written. */
-    flashcl_extent inputs[3];
-    const char *names[3];
+    flashcl_extent inputs[4];
+    const char *names[4];
     int input_count = 0;
     if (f->block_mask) {
         flashcl_status status =
@@ -24,6 +24,15 @@ flashcl_status flashcl_features_validate_buffers(flashcl_context *ctx, const fla
         names[input_count++] = "cu_seqlens_q";
         flashcl_byte_extent(f->varlen.cu_k, 0, bytes, &inputs[input_count]);
         names[input_count++] = "cu_seqlens_k";
+    }
+    if (f->alibi_buffer) {
+        flashcl_tensor view;
+        flashcl_shape shape;
+        flashcl_alibi_view(desc, f, &view, &shape);
+        flashcl_status status = flashcl_validate_tensor(ctx, "alibi_slopes", &view, &shape, 0, &inputs[input_count]);
+        if (status != FLASHCL_SUCCESS) return status;
+        inputs[input_count].elem_size = 0; /* compared by byte span, as the mask */
+        names[input_count++] = "alibi_slopes";
     }
     /* The outputs' extents as the call validated them: with a packed batch
      * that is (1, heads, total rows), not (batch, heads, longest). */

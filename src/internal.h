@@ -33,6 +33,10 @@ struct flashcl_context {
     int last_stats_valid;
     char error[FLASHCL_ERROR_CAPACITY];
     char *build_log;            /* of the last failed build, owned */
+    /* The device copy of the last host ALiBi slopes (feature_score_mods.c), reused while they repeat. */
+    cl_mem alibi_cache;
+    float *alibi_cache_values;
+    size_t alibi_cache_count;
 };
 
 /* Records a formatted message as ctx's last error (or the thread's when ctx

@@ -1,4 +1,4 @@
-/* kv_cache.c: flashcl_forward_kv_cache: validate the cache and its lengths (nothing is enqueued on an error),
+/* kv_cache.c: flashcl_forward_kv_cache(_ex): validate the cache and its lengths (nothing is enqueued on an error),
  * dispatch (the decode kernel, kv_cache set), launch (append first, then the attention). */
 #include <stdlib.h>
 #include <string.h>
@@ -127,9 +127,11 @@ done:
     return status;
 }
 
-/* Shapes, contexts and sizes of every tensor; no output overlapping another tensor or the length buffers. */
+/* Shapes, contexts and sizes of every tensor; no output overlapping another tensor, the length buffers or the
+ * ALiBi slopes. */
 static flashcl_status check_tensors(flashcl_context *ctx, const flashcl_attention_desc *d, const flashcl_tensor *q,
-                                    const flashcl_kv_cache *c, const flashcl_tensor *o, const flashcl_tensor *lse) {
+                                    const flashcl_kv_cache *c, const flashcl_tensor *o, const flashcl_tensor *lse,
+                                    const flashcl_features *f) {
     flashcl_shape q_shape, kv_shape, lse_shape;
     flashcl_attention_shapes(d, &q_shape, &kv_shape, &lse_shape);
     const size_t e = flashcl_dtype_size(d->dtype);
@@ -138,12 +140,12 @@ static flashcl_status check_tensors(flashcl_context *ctx, const flashcl_attentio
                                        paged ? (size_t)c->page_size : (size_t)c->capacity, (size_t)d->head_dim, e};
     const flashcl_shape new_shape = {(size_t)d->batch, (size_t)d->heads_kv, (size_t)d->seqlen_q, (size_t)d->head_dim,
                                      e};
-    enum { Q, K, V, KN, VN, O, LSE, SEQLENS, TABLE, COUNT };
+    enum { Q, K, V, KN, VN, O, LSE, SEQLENS, TABLE, SLOPES, COUNT };
     const char *names[COUNT] = {"q", "k cache", "v cache", "k_new", "v_new", "o", "lse", "cache_seqlens",
-                                "block_table"};
+                                "block_table", "alibi_slopes"};
     flashcl_extent x[COUNT];
-    int present[COUNT] = {1, 1, 1, append, append, 1, lse != NULL, 1, paged};
-    int output[COUNT] = {0, append, append, 0, 0, 1, 1, 0, 0};
+    int present[COUNT] = {1, 1, 1, append, append, 1, lse != NULL, 1, paged, f->alibi_buffer != NULL};
+    int output[COUNT] = {0, append, append, 0, 0, 1, 1, 0, 0, 0};
     flashcl_status status;
     if ((status = flashcl_validate_tensor(ctx, "q", q, &q_shape, 0, &x[Q])) ||
         (status = flashcl_validate_tensor(ctx, "k cache", &c->k, &cache_shape, append, &x[K])) ||
@@ -155,6 +157,13 @@ static flashcl_status check_tensors(flashcl_context *ctx, const flashcl_attentio
         return status;
     flashcl_byte_extent(c->cache_seqlens, 0, (size_t)d->batch * sizeof(int32_t), &x[SEQLENS]);
     if (paged) flashcl_byte_extent(c->block_table, 0, (size_t)d->batch * (size_t)c->max_pages * sizeof(int32_t), &x[TABLE]);
+    if (f->alibi_buffer) {
+        flashcl_tensor view;
+        flashcl_shape shape;
+        flashcl_alibi_view(d, f, &view, &shape);
+        if ((status = flashcl_validate_tensor(ctx, "alibi_slopes", &view, &shape, 0, &x[SLOPES]))) return status;
+        x[SLOPES].elem_size = 0; /* compared by byte span */
+    }
     for (int i = 0; i < COUNT; ++i) {
         if (!present[i] || !output[i]) continue;
         for (int j = 0; j < COUNT; ++j) {
@@ -171,15 +180,33 @@ flashcl_status flashcl_forward_kv_cache(flashcl_context *ctx, const flashcl_atte
                                         cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
                                         cl_event *event) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_kv_cache: ctx is NULL");
+    return flashcl_forward_kv_cache_ex(ctx, desc, NULL, q, cache, o, lse, num_events_in_wait_list, event_wait_list,
+                                       event);
+}
+
+flashcl_status flashcl_forward_kv_cache_ex(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                           const flashcl_attention_extras *extras, const flashcl_tensor *q,
+                                           const flashcl_kv_cache *cache, const flashcl_tensor *o,
+                                           const flashcl_tensor *lse, cl_uint num_events_in_wait_list,
+                                           const cl_event *event_wait_list, cl_event *event) {
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_kv_cache_ex: ctx is NULL");
     flashcl_clear_error(ctx);
     if (!desc || !cache)
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_forward_kv_cache: desc or cache is NULL");
     /* This library's full-size copies of the caller's structs (their struct_size checked). */
     flashcl_attention_desc full_desc;
     flashcl_kv_cache full_cache;
+    flashcl_attention_extras full_extras;
     flashcl_status status = flashcl_import_desc(ctx, &desc, &full_desc);
     if (status != FLASHCL_SUCCESS) return status;
     if ((status = flashcl_struct_import(ctx, &flashcl_abi_kv_cache, cache, &full_cache))) return status;
+    if ((status = flashcl_import_extras(ctx, &extras, &full_extras))) return status;
+    /* The cache's sequences are the batch: a packed batch or a block mask has no meaning here. */
+    if (extras && (extras->block_mask || extras->cu_seqlens_q || extras->cu_seqlens_k || extras->cu_seqlens_q_host ||
+                   extras->cu_seqlens_k_host))
+        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                            "flashcl_forward_kv_cache_ex takes the score modifiers only: no %s",
+                            extras->block_mask ? "block mask" : "packed batch (cu_seqlens)");
     cache = &full_cache;
     status = check_layout(ctx, cache);
     if (status != FLASHCL_SUCCESS) return status;
@@ -189,12 +216,12 @@ flashcl_status flashcl_forward_kv_cache(flashcl_context *ctx, const flashcl_atte
     if ((status = flashcl_validate_desc(ctx, &d))) return status;
     if (d.dropout_p > 0.0f)
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "flashcl_forward_kv_cache: no dropout (inference only)");
-    if ((status = check_tensors(ctx, &d, q, cache, o, lse))) return status;
+    flashcl_features features;
+    if ((status = flashcl_features_resolve(ctx, &d, extras, &features))) return status;
+    if ((status = check_tensors(ctx, &d, q, cache, o, lse, &features))) return status;
     if ((status = flashcl_validate_wait_list(ctx, num_events_in_wait_list, event_wait_list))) return status;
     const int append = cache->k_new != NULL;
     if ((status = check_lengths(ctx, &d, cache, append, num_events_in_wait_list, event_wait_list))) return status;
-    flashcl_features features;
-    if ((status = flashcl_features_resolve(ctx, &d, NULL, &features))) return status;
     flashcl_exec_plan plan;
     const flashcl_tensor *const views[] = {q, o};
     if ((status = flashcl_plan_kv_cache_call(ctx, &d, &features, views, 2, &cache->k, &cache->v, cache->page_size > 0,

@@ -73,7 +73,7 @@ static void arg_inputs(flashcl_kernel_args *a, const flashcl_backward_tensors *t
 
 static cl_int set_arguments(const flashcl_exec_plan *plan, const flashcl_attention_desc *desc,
                             const flashcl_features *f, const flashcl_backward_tensors *t, cl_mem delta,
-                            const flashcl_tile_mask tiles[2], const cl_kernel kernels[3]) {
+                            const flashcl_tile_mask tiles[2], cl_mem slopes, const cl_kernel kernels[3]) {
     const int group_size = desc->heads_q / desc->heads_kv;
     const float scale = flashcl_effective_scale(desc);
     flashcl_kernel_args a = {kernels[FLASHCL_KERNEL_DELTA], 0, CL_SUCCESS};
@@ -100,7 +100,7 @@ static cl_int set_arguments(const flashcl_exec_plan *plan, const flashcl_attenti
         flashcl_arg_int(&a, desc->seqlen_k);
         flashcl_arg_float(&a, scale);
         flashcl_arg_int(&a, f->causal);
-        if (plan->portable_args) flashcl_arg_features(&a, f, &tiles[k - FLASHCL_KERNEL_DKDV]);
+        if (plan->portable_args) flashcl_arg_features(&a, f, &tiles[k - FLASHCL_KERNEL_DKDV], slopes);
         if (error == CL_SUCCESS) error = a.error;
     }
     return error;
@@ -127,10 +127,16 @@ flashcl_status flashcl_launch_backward(flashcl_context *ctx, const flashcl_exec_
     cl_int err;
     cl_mem delta = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, plan->delta_rows * sizeof(float), NULL, &err);
     if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clCreateBuffer (backward scratch)");
+    cl_mem slopes = NULL;
+    if ((status = flashcl_alibi_acquire(ctx, features, &slopes))) {
+        clReleaseMemObject(delta);
+        return status;
+    }
     flashcl_tile_mask tiles[2];
     cl_event tiles_done = NULL;
     status = build_tiles(ctx, plan, desc, features, num_events, wait_list, tiles, &tiles_done);
     if (status != FLASHCL_SUCCESS) {
+        if (slopes) clReleaseMemObject(slopes);
         clReleaseMemObject(delta);
         return status;
     }
@@ -138,7 +144,7 @@ flashcl_status flashcl_launch_backward(flashcl_context *ctx, const flashcl_exec_
         num_events = 1;
         wait_list = &tiles_done;
     }
-    err = set_arguments(plan, desc, features, t, delta, tiles, kernels);
+    err = set_arguments(plan, desc, features, t, delta, tiles, slopes, kernels);
     if (err != CL_SUCCESS)
         status = flashcl_fail_cl(ctx, err, "clSetKernelArg (backward)");
     else
@@ -146,6 +152,7 @@ flashcl_status flashcl_launch_backward(flashcl_context *ctx, const flashcl_exec_
     if (status == FLASHCL_SUCCESS) flashcl_record_stats(ctx, plan);
     /* The kernels keep the buffers alive until they finish. */
     clReleaseMemObject(delta);
+    if (slopes) clReleaseMemObject(slopes);
     if (tiles_done) clReleaseEvent(tiles_done);
     if (tiles[1].tiles != tiles[0].tiles) flashcl_tile_mask_release(&tiles[1]);
     flashcl_tile_mask_release(&tiles[0]);

@@ -99,11 +99,17 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
         split_release(&parts);
         return status;
     }
+    cl_mem slopes = NULL;
+    if ((status = flashcl_alibi_acquire(ctx, features, &slopes))) {
+        split_release(&parts);
+        return status;
+    }
     /* The block mask's tile summary runs first; the attention kernel waits for it. */
     flashcl_tile_mask tiles;
     cl_event tiles_done = NULL, main_done = NULL;
     if ((status = flashcl_tile_mask_build(ctx, desc, features, plan->mask_tiles[0][0], plan->mask_tiles[0][1],
                                           num_events, wait_list, &tiles, &tiles_done))) {
+        if (slopes) clReleaseMemObject(slopes);
         split_release(&parts);
         return status;
     }
@@ -117,6 +123,7 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
         if ((status = enqueue_append(ctx, appender, desc, cache, num_events, wait_list, &appended))) {
             if (tiles_done) clReleaseEvent(tiles_done);
             flashcl_tile_mask_release(&tiles);
+            if (slopes) clReleaseMemObject(slopes);
             split_release(&parts);
             return status;
         }
@@ -132,7 +139,7 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
         flashcl_arg_mem(&args, parts.part_stats);
         flashcl_arg_int(&args, plan->split_keys);
     }
-    if (plan->portable_args) flashcl_arg_features(&args, features, &tiles);
+    if (plan->portable_args) flashcl_arg_features(&args, features, &tiles, slopes);
     if (cache) {
         flashcl_arg_mem(&args, cache->cache_seqlens);
         flashcl_arg_int(&args, append ? desc->seqlen_q : 0);
@@ -168,11 +175,12 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
     }
     flashcl_record_stats(ctx, plan);
 done:
-    /* Enqueued kernels keep the summary and the partials alive until they finish. */
+    /* Enqueued kernels keep the summary, the slopes and the partials alive until they finish. */
     if (tiles_done) clReleaseEvent(tiles_done);
     if (appended) clReleaseEvent(appended);
     if (main_done) clReleaseEvent(main_done);
     flashcl_tile_mask_release(&tiles);
+    if (slopes) clReleaseMemObject(slopes);
     split_release(&parts);
     return status;
 }

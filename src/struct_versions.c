@@ -8,13 +8,16 @@
  * sizes stay forever: they are how an older caller's struct is recognised. */
 #include "struct_abi.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
 
 static const size_t options_versions[] = {sizeof(flashcl_context_options)};
 static const size_t desc_versions[] = {sizeof(flashcl_attention_desc)};
-static const size_t extras_versions[] = {sizeof(flashcl_attention_extras)};
+/* Version 2 appended the score modifiers (softcap, ALiBi). */
+static const size_t extras_versions[] = {offsetof(flashcl_attention_extras, softcap),
+                                         sizeof(flashcl_attention_extras)};
 static const size_t limits_versions[] = {sizeof(flashcl_device_limits)};
 static const size_t stats_versions[] = {sizeof(flashcl_call_stats)};
 static const size_t kv_cache_versions[] = {sizeof(flashcl_kv_cache)};

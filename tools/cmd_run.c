@@ -13,6 +13,7 @@
 #include "run_files.h"
 #include "run_inputs.h"
 #include "run_options.h"
+#include "run_score_mods.h"
 
 /* The host and device side of one tensor of the run. */
 typedef struct run_tensor {
@@ -31,7 +32,8 @@ typedef struct run_state {
     flashcl_context *ctx;
     run_tensor t[T_COUNT];
     int backward;
-    flashcl_attention_extras extras; /* the block mask or the cu_seqlens, if any */
+    flashcl_attention_extras extras; /* the block mask, the cu_seqlens, the score modifiers, if any */
+    run_score_mods mods;             /* --softcap, --alibi-slopes, --alibi-max-bias */
     cl_mem cu_q, cu_k;               /* --cu-seqlens-q/-k on the device */
 } run_state;
 
@@ -49,6 +51,7 @@ static void free_state(run_state *s) {
     if (s->cu_q) clReleaseMemObject(s->cu_q);
     if (s->cu_k) clReleaseMemObject(s->cu_k);
     flashcl_context_free(s->ctx);
+    run_score_mods_free(&s->mods);
     run_free_inputs(&s->inputs);
     run_files_free(&s->files);
 }
@@ -106,6 +109,7 @@ static int create_buffers(run_state *s) {
         }
     }
     flashcl_attention_extras_init(&s->extras);
+    run_score_mods_extras(&s->mods, &s->extras);
     if (s->t[T_MASK].buffer) {
         s->extras.block_mask = s->t[T_MASK].buffer;
         s->extras.block_size = s->options.block_size;
@@ -184,6 +188,9 @@ static void print_problem(const run_state *s) {
         printf("block mask: %s, block size %d, %s\n", s->options.block_mask_path, s->options.block_size,
                s->inputs.block_mask_per_head ? "per head" : "shared by all heads");
     if (d->dropout_p > 0.0f) printf("dropout: p %g, seed %llu\n", (double)d->dropout_p, s->options.seed);
+    char mods[512];
+    run_score_mods_describe(&s->options, &s->mods, mods, sizeof mods);
+    if (mods[0]) printf("score modifiers: %s\n", mods);
     if (s->inputs.varlen)
         printf("varlen: %d packed sequences, longest %d/%d (q/k) (seqlen above: the packed totals)\n",
                s->inputs.call_desc.batch, s->inputs.call_desc.seqlen_q, s->inputs.call_desc.seqlen_k);
@@ -396,7 +403,9 @@ static int run_check_varlen(run_state *s, int backward) {
         int r = -1;
         printf("sequence %d (%d/%d rows q/k):\n", bi, lq, lk);
         unsigned char *mask = s->options.block_mask_path ? sequence_mask(s, &one) : NULL;
-        const check_inputs in = {sq, sk, sv, sdo, mask};
+        flashcl_reference_extras mods;
+        run_score_mods_reference(&s->mods, bi, hq, &mods);
+        const check_inputs in = {.q = sq, .k = sk, .v = sv, .dout = sdo, .mask = mask, .mods = &mods};
         if (sq && sk && sv && sa && (backward ? sdo && sb && sc : slse != NULL) &&
             (mask || !s->options.block_mask_path))
             r = backward ? check_backward(&one, &in, sa, sb, sc, s->options.tolerance)
@@ -436,7 +445,9 @@ static int run_check(run_state *s, int backward) {
             flashcl_reference_expand_block_mask(d, s->inputs.block_mask.data, s->options.block_size,
                                                 s->inputs.block_mask_per_head, mask);
     }
-    const check_inputs in = {q, k, v, dout, mask};
+    flashcl_reference_extras mods;
+    run_score_mods_reference_all(&s->mods, &mods);
+    const check_inputs in = {.q = q, .k = k, .v = v, .dout = dout, .mask = mask, .mods = &mods};
     if (q && k && v && a && (!backward || (dout && b && c)) && (mask || !s->options.block_mask_path))
         result = backward ? check_backward(d, &in, a, b, c, s->options.tolerance)
                           : check_forward(d, &in, a, s->t[T_LSE].host, s->options.tolerance);
@@ -470,7 +481,10 @@ int flashcl_cmd_run(int argc, char **argv) {
         return status;
     }
     /* Files next: a bad file is reported before any OpenCL start-up cost. */
-    if (run_load_inputs(&s.options, &s.inputs) != 0) {
+    if (run_load_inputs(&s.options, &s.inputs) != 0 ||
+        run_score_mods_load(&s.options, call_desc(&s)->batch, s.inputs.desc.heads_q, &s.mods) != 0) {
+        run_score_mods_free(&s.mods);
+        run_free_inputs(&s.inputs);
         run_files_free(&s.files);
         return FLASHCL_EXIT_FAILURE;
     }

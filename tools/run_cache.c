@@ -1,4 +1,4 @@
-/* run_cache.c: `flashcl run --k-cache ...`: device buffers for the cache files, the flashcl_forward_kv_cache call,
+/* run_cache.c: `flashcl run --k-cache ...`: device buffers for the cache files, the flashcl_forward_kv_cache_ex call,
  * the read-back, the check and the outputs (O, LSE and the appended caches, written all or none). */
 #include "run_cache.h"
 
@@ -13,6 +13,7 @@
 #include "run_cache_inputs.h"
 #include "run_check.h"
 #include "run_inputs.h"
+#include "run_score_mods.h"
 
 enum { B_Q, B_K, B_V, B_K_NEW, B_V_NEW, B_O, B_LSE, B_LENS, B_TABLE, B_COUNT };
 
@@ -24,6 +25,7 @@ typedef struct cache_run {
     size_t bytes[B_COUNT];
     void *o_host, *k_after, *v_after; /* read back; the caches only with new rows to check or save */
     float *lse_host;
+    run_score_mods mods; /* --softcap, --alibi-slopes ((B, Hq): per sequence), --alibi-max-bias */
 } cache_run;
 
 static void free_run(cache_run *r) {
@@ -31,6 +33,7 @@ static void free_run(cache_run *r) {
         if (r->buffers[i]) clReleaseMemObject(r->buffers[i]);
     free(r->o_host), free(r->lse_host), free(r->k_after), free(r->v_after);
     flashcl_context_free(r->ctx);
+    run_score_mods_free(&r->mods);
     run_cache_free(&r->in);
 }
 
@@ -55,6 +58,9 @@ static void print_problem(const cache_run *r) {
            in->layout == FLASHCL_LAYOUT_BSHD ? "bshd" : "bhsd", d->causal ? "causal" : "not causal",
            d->scale != 0.0f ? (double)d->scale : 1.0 / sqrt((double)d->head_dim));
     if (d->sliding_window) printf("window: %d,%d\n", d->window_left, d->window_right);
+    char mods[512];
+    run_score_mods_describe(r->o, &r->mods, mods, sizeof mods);
+    if (mods[0]) printf("score modifiers: %s\n", mods);
     if (in->paged)
         printf("kv cache: paged, %d pages of %d rows, %d pages per sequence\n", in->num_pages, in->page_size,
                in->max_pages);
@@ -165,7 +171,11 @@ static int run_call(cache_run *r) {
     cache.cache_seqlens_host = in->lens;
     cache.k_new = in->append ? &k_new : NULL;
     cache.v_new = in->append ? &v_new : NULL;
-    const flashcl_status status = flashcl_forward_kv_cache(r->ctx, d, &q, &cache, &o, &lse, 0, NULL, NULL);
+    flashcl_attention_extras extras;
+    flashcl_attention_extras_init(&extras);
+    run_score_mods_extras(&r->mods, &extras);
+    const flashcl_status status =
+        flashcl_forward_kv_cache_ex(r->ctx, d, &extras, &q, &cache, &o, &lse, 0, NULL, NULL);
     if (status != FLASHCL_SUCCESS) {
         cli_report_library_error("run", "forward (kv cache)", r->ctx, status);
         return -1;
@@ -207,12 +217,16 @@ int run_cache_command(const run_options *options, run_files *files) {
     r.o = options;
     /* Files first: a bad file is reported before any OpenCL start-up cost. */
     if (run_cache_load(options, &r.in) != 0) return FLASHCL_EXIT_FAILURE;
+    if (run_score_mods_load(options, r.in.desc.batch, r.in.desc.heads_q, &r.mods) != 0) {
+        free_run(&r);
+        return FLASHCL_EXIT_FAILURE;
+    }
     int failed = create_context(&r) != 0;
     if (!failed) print_problem(&r);
     failed = failed || create_buffers(&r) != 0 || run_call(&r) != 0;
     if (!failed && options->check) {
         const run_cache_results results = {r.o_host, r.lse_host, r.k_after, r.v_after};
-        failed = run_cache_check(options, &r.in, &results) != 0;
+        failed = run_cache_check(options, &r.in, &r.mods, &results) != 0;
     }
     /* Outputs only after everything succeeded, --check included, so that a
      * failure leaves every file, an in-place cache included, as it was. */

@@ -40,8 +40,9 @@ static float *sequence_rows(const run_cache_inputs *in, const npy_array *cache, 
 
 /* O and LSE of sequence b: the reference over its rows, or for a sequence
  * with none the definition (O 0, LSE -inf). 1 passed, 0 failed, -1 out of memory. */
-static int check_sequence(const run_options *o, const run_cache_inputs *in, const float *q, const float *out,
-                          const float *lse, const float *k_new, const float *v_new, int b) {
+static int check_sequence(const run_options *o, const run_cache_inputs *in, const run_score_mods *mods,
+                          const float *q, const float *out, const float *lse, const float *k_new, const float *v_new,
+                          int b) {
     const flashcl_attention_desc *d = &in->desc;
     const size_t q_rows = (size_t)d->heads_q * (size_t)d->seqlen_q, dim = (size_t)d->head_dim;
     const int rows = run_cache_attended(in, b);
@@ -62,7 +63,9 @@ static int check_sequence(const run_options *o, const run_cache_inputs *in, cons
         flashcl_attention_desc one = *d;
         one.batch = 1;
         one.seqlen_k = rows;
-        const check_inputs inputs = {q_b, k, v, NULL, NULL};
+        flashcl_reference_extras ref_mods;
+        run_score_mods_reference(mods, b, d->heads_q, &ref_mods);
+        const check_inputs inputs = {.q = q_b, .k = k, .v = v, .mods = &ref_mods};
         result = check_forward(&one, &inputs, o_b, lse_b, o->tolerance);
     }
     free(k);
@@ -70,7 +73,8 @@ static int check_sequence(const run_options *o, const run_cache_inputs *in, cons
     return result;
 }
 
-static int check_attention(const run_options *o, const run_cache_inputs *in, const run_cache_results *r) {
+static int check_attention(const run_options *o, const run_cache_inputs *in, const run_score_mods *mods,
+                           const run_cache_results *r) {
     const flashcl_attention_desc *d = &in->desc;
     const flashcl_dtype t = d->dtype;
     float *q = run_to_float_bhsd(in->q.data, t, in->layout, d, d->heads_q, d->seqlen_q);
@@ -79,7 +83,7 @@ static int check_attention(const run_options *o, const run_cache_inputs *in, con
     float *v_new = in->append ? run_to_float_bhsd(in->v_new.data, t, in->layout, d, d->heads_kv, d->seqlen_q) : NULL;
     int result = q && out && (!in->append || (k_new && v_new)) ? 1 : -1;
     for (int b = 0; b < d->batch && result >= 0; ++b) {
-        const int one = check_sequence(o, in, q, out, r->lse, k_new, v_new, b);
+        const int one = check_sequence(o, in, mods, q, out, r->lse, k_new, v_new, b);
         result = one < 0 ? -1 : result && one;
     }
     free(q), free(out), free(k_new), free(v_new);
@@ -133,9 +137,10 @@ static int outcome(int result, const char *what) {
     return 0;
 }
 
-int run_cache_check(const run_options *o, const run_cache_inputs *in, const run_cache_results *r) {
+int run_cache_check(const run_options *o, const run_cache_inputs *in, const run_score_mods *mods,
+                    const run_cache_results *r) {
     /* Each part runs and reports even when an earlier one failed. */
-    int failed = outcome(check_attention(o, in, r), "forward error exceeds the tolerance") != 0;
+    int failed = outcome(check_attention(o, in, mods, r), "forward error exceeds the tolerance") != 0;
     if (!failed) printf("check: forward passed\n");
     if (!in->append) return failed ? -1 : 0;
     const int k = check_cache("K", in, &in->k_cache, &in->k_new, r->k_cache);

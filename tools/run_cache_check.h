@@ -5,6 +5,7 @@
 
 #include "run_cache_inputs.h"
 #include "run_options.h"
+#include "run_score_mods.h"
 
 /* What the device produced, as read back. */
 typedef struct run_cache_results {
@@ -21,7 +22,8 @@ typedef struct run_cache_results {
  * the input cache with the new rows written at cache_seqlens[b].. , every
  * other element unchanged, bit for bit. One line per comparison. 0 if
  * everything passed, -1 (after a message) if anything failed or memory
- * ran out. */
-int run_cache_check(const run_options *options, const run_cache_inputs *inputs, const run_cache_results *results);
+ * ran out. mods: the score modifiers (per-batch slopes are per sequence). */
+int run_cache_check(const run_options *options, const run_cache_inputs *inputs, const run_score_mods *mods,
+                    const run_cache_results *results);
 
 #endif

@@ -125,13 +125,24 @@ static double pick(double tolerance, check_quantity quantity, flashcl_dtype dtyp
     return tolerance > 0.0 ? tolerance : check_default_tolerance(quantity, dtype);
 }
 
+/* The block mask and the score modifiers of the inputs, as the reference takes them. */
+static flashcl_reference_extras reference_extras(const check_inputs *in) {
+    flashcl_reference_extras x = {.mask = in->mask};
+    if (in->mods) {
+        x.softcap = in->mods->softcap;
+        x.alibi_slopes = in->mods->alibi_slopes;
+        x.alibi_per_batch = in->mods->alibi_per_batch;
+    }
+    return x;
+}
+
 int check_forward(const flashcl_attention_desc *d, const check_inputs *in, const float *got_o, const float *got_lse,
                   double tolerance) {
     const size_t q_count = (size_t)d->batch * d->heads_q * d->seqlen_q * d->head_dim;
     const size_t lse_count = (size_t)d->batch * d->heads_q * d->seqlen_q;
     double *o = malloc(q_count * sizeof *o), *lse = malloc(lse_count * sizeof *lse);
     /* The reference honours desc's window and dropout itself; the block mask comes expanded. */
-    const flashcl_reference_extras extras = {in->mask, NULL};
+    const flashcl_reference_extras extras = reference_extras(in);
     int result = -1;
     check_floors floors;
     check_floors_of(d, in, &floors);
@@ -149,7 +160,7 @@ int check_backward(const flashcl_attention_desc *d, const check_inputs *in, cons
     const size_t q_count = (size_t)d->batch * d->heads_q * d->seqlen_q * d->head_dim;
     const size_t kv_count = (size_t)d->batch * d->heads_kv * d->seqlen_k * d->head_dim;
     double *dq = malloc(q_count * sizeof *dq), *dk = malloc(kv_count * sizeof *dk), *dv = malloc(kv_count * sizeof *dv);
-    const flashcl_reference_extras extras = {in->mask, NULL};
+    const flashcl_reference_extras extras = reference_extras(in);
     int result = -1;
     if (dq && dk && dv &&
         flashcl_reference_backward_ex(d, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v, in->dout, dq, dk, dv) ==

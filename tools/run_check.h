@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "attention_reference.h"
 #include "flashcl.h"
 
 /* How far one output is from its reference.
@@ -49,6 +50,8 @@ size_t check_note_nonfinite(const char *name, const void *data, flashcl_dtype dt
 typedef struct check_inputs {
     const float *q, *k, *v, *dout;
     const unsigned char *mask; /* element mask (B, Hq, Sq, Sk) of a block mask; NULL: none */
+    /* The score modifiers (--softcap, the ALiBi slopes), as flashcl_reference_extras takes them; NULL: none. */
+    const flashcl_reference_extras *mods;
 } check_inputs;
 
 /* The floor of each output (see check_error), from the root mean squares

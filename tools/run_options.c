@@ -63,6 +63,15 @@ void run_print_help(FILE *out) {
             "  --dropout P             dropout probability in [0, 1) on the normalised probabilities\n"
             "  --seed S                dropout seed (Philox4x32-10 key; default 0)\n"
             "  --dropout-mask FILE     also write the keep mask, uint8 (B, Hq, Sq, Sk), 1 = kept\n"
+            "  --softcap C             logit soft-capping: each scaled score s becomes C * tanh(s / C)\n"
+            "                          (C > 0; flash-attn's softcap, llama.cpp's logit_softcap)\n"
+            "  --alibi-slopes FILE     ALiBi: float32 ('<f4') slopes (Hq,) or (B, Hq); the score of query\n"
+            "                          i (key position p = i + Sk - Sq) and key j loses slope * |p - j|\n"
+            "  --alibi-max-bias X      ALiBi with llama.cpp's slopes from max_bias X > 0 (head h of n,\n"
+            "                          n' the largest power of 2 <= n: 2^(-X (h+1) / n') for h < n',\n"
+            "                          else 2^(-X (2 (h-n') + 1) / (2 n'))); not with --alibi-slopes\n"
+            "                          (order: scale, soft-capping, ALiBi, then the masks; --check\n"
+            "                          applies the same in the reference)\n"
             "  --cu-seqlens-q FILE, --cu-seqlens-k FILE\n"
             "                          packed variable-length batch: int32 ('<i4') cumulative offsets\n"
             "                          (B+1 entries from 0, non-decreasing), both together; Q, dO are\n"
@@ -73,7 +82,8 @@ void run_print_help(FILE *out) {
             "                          sequences; --check runs each sequence alone in the reference\n"
             "                          (with the mask cropped to its lengths). Not with --dropout-mask\n"
             "(window, causal and block mask combine by intersection; the standard implementation\n"
-            "has none of window, block mask, dropout or variable-length batches)\n"
+            "has none of window, block mask, dropout, variable-length batches or the score\n"
+            "modifiers; --softcap and ALiBi run on the portable and decode kernels)\n"
             "backward (all four together; runs the forward, then the backward pass):\n"
             "  --dout FILE             dO, shaped and typed like Q\n"
             "  --dq, --dk, --dv FILE   gradients to write, shaped and typed like Q, K, V\n"
@@ -99,7 +109,8 @@ void run_print_help(FILE *out) {
             "and --window aligned bottom-right on each sequence's length; LSE is (B,Hq,Sq). --layout\n"
             "defaults to bshd here; --layout bhsd reads Q, O, --k-new and --v-new as (B,H,Sq,D) (the\n"
             "caches keep their layout). A cache run also takes --lse, --scale, --dtype, --device,\n"
-            "--kernel-dir, --check and --tolerance and refuses the rest (exit 2): the backward\n"
+            "--kernel-dir, --check, --tolerance, --softcap, --alibi-slopes ((B, Hq): per sequence)\n"
+            "and --alibi-max-bias, and refuses the rest (exit 2): the backward\n"
             "options, --cu-seqlens-q/-k, --block-mask, --dropout, --seed, --impl standard, --plan,\n"
             "--tensor-cores, --f32-precision. Shapes that do not fit (Hq not a multiple of Hkv, a\n"
             "length count other than B, new rows not (B,Sq,Hkv,D)), lengths plus new rows past the\n"
@@ -158,6 +169,7 @@ static const path_option PATH_OPTIONS[] = {
     PATH_OPTION("--cache-seqlens", cache_seqlens_path), PATH_OPTION("--block-table", block_table_path),
     PATH_OPTION("--k-new", k_new_path), PATH_OPTION("--v-new", v_new_path),
     PATH_OPTION("--k-cache-out", k_cache_out_path), PATH_OPTION("--v-cache-out", v_cache_out_path),
+    PATH_OPTION("--alibi-slopes", alibi_slopes_path),
 };
 
 /* Options a cache run refuses, and why: flashcl_forward_kv_cache is one
@@ -281,6 +293,15 @@ static int parse_value_option(const char *name, const char *value, run_options *
     } else if (strcmp(name, "--dropout") == 0) {
         if (cli_parse_double(value, &o->dropout) != 0 || !(o->dropout >= 0.0 && (float)o->dropout < 1.0f))
             return usage_error("--dropout needs a probability in [0, 1) (below 1 in float32), not '%s'", value);
+    } else if (strcmp(name, "--softcap") == 0 || strcmp(name, "--alibi-max-bias") == 0) {
+        /* Reach the library as floats: positive and finite there too (0 would mean "none"). */
+        double *x = strcmp(name, "--softcap") == 0 ? &o->softcap : &o->alibi_max_bias;
+        if (cli_parse_double(value, x) != 0 || !(*x > 0.0) || !((float)*x > 0.0f) || isinf((float)*x)) {
+            fprintf(stderr, "flashcl run: %s needs a number that is finite and positive in float32, not '%s'\n",
+                    name, value);
+            fprintf(stderr, "(`flashcl run --help` lists the options)\n");
+            return RUN_PARSE_ERROR;
+        }
     } else if (strcmp(name, "--seed") == 0) {
         char *end = NULL;
         errno = 0;
@@ -338,7 +359,8 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
     static const char *const VALUE_OPTIONS[] = {"--scale",  "--tolerance",  "--layout",     "--impl",
                                                 "--dtype",  "--plan",       "--backward-plan", "--window",
                                                 "--block-size", "--dropout", "--seed", "--tensor-cores",
-                                                "--f32-precision", "--page-size"};
+                                                "--f32-precision", "--page-size", "--softcap",
+                                                "--alibi-max-bias"};
     memset(o, 0, sizeof *o);
     o->window_left = o->window_right = -1;
     o->layout = FLASHCL_LAYOUT_BHSD;
@@ -376,6 +398,8 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
         if (matched < 0) return usage_error("%s", "an option is missing its value");
         if (!matched) return usage_error("unknown option or argument '%s'", arg);
     }
+    if (o->alibi_slopes_path && o->alibi_max_bias > 0.0)
+        return usage_error("%s", "--alibi-slopes and --alibi-max-bias are two sources of the same slopes: give one");
     const char *cache_option = first_cache_option(o);
     if (cache_option) return check_cache_options(o, cache_option);
     if (!o->q_path || !o->k_path || !o->v_path || !o->out_path)

@@ -29,6 +29,12 @@ typedef struct run_options {
     double dropout;                /* 0: none */
     unsigned long long seed;
     const char *dropout_mask_path; /* write the keep mask (B, Hq, Sq, Sk) uint8 */
+    /* Score modifiers: soft-capping (0: none) and ALiBi from a float32 slopes
+     * file (Hq,) or (B, Hq), or from llama.cpp's max_bias (0: none); at most
+     * one ALiBi source. */
+    double softcap;
+    const char *alibi_slopes_path;
+    double alibi_max_bias;
     /* Packed variable-length batch: int32 (B + 1) files, both or neither;
      * the tensors are then (total, H, D) and the layout is forced to bshd. */
     const char *cu_seqlens_q_path, *cu_seqlens_k_path;

@@ -39,6 +39,13 @@ static double dropout_factor(const ref_row *w, int j) {
     return keep ? 1.0 / (1.0 - (double)d->dropout_p) : 0.0;
 }
 
+void flashcl_reference_alibi_slopes(int heads, double max_bias, float *slopes) {
+    int n_floor = 1;
+    while (2 * n_floor <= heads) n_floor *= 2;
+    const double m0 = exp2(-max_bias / n_floor), m1 = exp2(-max_bias / 2.0 / n_floor);
+    for (int h = 0; h < heads; ++h) slopes[h] = (float)(h < n_floor ? pow(m0, h + 1) : pow(m1, 2 * (h - n_floor) + 1));
+}
+
 void flashcl_reference_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
     for (int round = 0; round < 10; ++round) {
@@ -103,8 +110,28 @@ static double float_overflow(double x) { return fabs(x) > FLT_MAX ? (double)(flo
  * score, a +inf score, or visible scores that are all -inf (an overflow)
  * give NaN probabilities and a NaN LSE, never a silent empty row. A masked
  * key takes no part at all (p = 0, seen_by 0: the callers skip its products). */
+/* The score modifiers of w's row applied to its scaled score x against key j
+ * (see flashcl_reference_extras); *grad receives d(result)/dx. */
+static double modify_score(const ref_row *w, flashcl_ref_precision prec, double x, int j, double *grad) {
+    const flashcl_reference_extras *e = w->x;
+    *grad = 1.0;
+    if (!e) return x;
+    if (e->softcap > 0.0) {
+        const double t = r(prec, tanh(r(prec, x / e->softcap)));
+        *grad = r(prec, 1.0 - r(prec, t * t));
+        x = r(prec, e->softcap * t);
+    }
+    if (e->alibi_slopes) {
+        const flashcl_attention_desc *d = w->d;
+        const size_t index = (e->alibi_per_batch ? (size_t)w->b * d->heads_q : 0) + (size_t)w->h;
+        const double distance = fabs((double)w->i + d->seqlen_k - d->seqlen_q - j);
+        x = r(prec, x - r(prec, (double)e->alibi_slopes[index] * distance));
+    }
+    return x;
+}
+
 static double softmax_row(const ref_row *w, flashcl_ref_precision prec, const float *qrow, const float *khead,
-                          double *p, unsigned char *seen_by) {
+                          double *p, unsigned char *seen_by, double *grad) {
     const flashcl_attention_desc *d = w->d;
     const int D = d->head_dim;
     const double scale = r(prec, scale_of(d));
@@ -115,7 +142,9 @@ static double softmax_row(const ref_row *w, flashcl_ref_precision prec, const fl
         if (!seen_by[j]) continue;
         double s = 0.0;
         for (int t = 0; t < D; ++t) s = r(prec, s + r(prec, (double)qrow[t] * khead[(size_t)j * D + t]));
-        p[j] = float_overflow(r(prec, float_overflow(s) * scale));
+        double g;
+        p[j] = modify_score(w, prec, float_overflow(r(prec, float_overflow(s) * scale)), j, &g);
+        if (grad) grad[j] = g;
         if (p[j] > m) m = p[j]; /* NaN never wins: as fmax in the kernels */
         seen = 1;
     }
@@ -155,7 +184,7 @@ int flashcl_reference_forward_ex(const flashcl_attention_desc *d, flashcl_ref_pr
             const size_t kh = ((size_t)b * d->heads_kv + h / group) * Sk * D;
             for (int i = 0; i < Sq; ++i) {
                 const ref_row w = {d, extras, b, h, i};
-                double l = softmax_row(&w, prec, q + qh + (size_t)i * D, k + kh, p, seen_by);
+                double l = softmax_row(&w, prec, q + qh + (size_t)i * D, k + kh, p, seen_by, NULL);
                 if (lse) lse[((size_t)b * d->heads_q + h) * Sq + i] = l;
                 /* Dropout acts on the normalised probabilities, after LSE. */
                 for (int j = 0; j < Sk; ++j) p[j] = r(prec, p[j] * dropout_factor(&w, j));
@@ -185,10 +214,12 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
     const double scale = r(prec, scale_of(d));
     double *p = malloc(sizeof(double) * (size_t)Sk);
     double *dp = malloc(sizeof(double) * (size_t)Sk);
+    double *grad = malloc(sizeof(double) * (size_t)Sk);
     unsigned char *seen_by = malloc((size_t)Sk);
-    if (!p || !dp || !seen_by) {
+    if (!p || !dp || !grad || !seen_by) {
         free(p);
         free(dp);
+        free(grad);
         free(seen_by);
         return -1;
     }
@@ -201,7 +232,7 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
             for (int i = 0; i < Sq; ++i) {
                 const float *qrow = q + qh + (size_t)i * D, *dorow = dout + qh + (size_t)i * D;
                 const ref_row w = {d, extras, b, h, i};
-                softmax_row(&w, prec, qrow, k + kh, p, seen_by);
+                softmax_row(&w, prec, qrow, k + kh, p, seen_by, grad);
                 /* With dropout factors z_j (0 or 1/(1-p); 1 without):
                  * O = sum_j z_j P_j V_j, so dV_j += z_j P_j dO, dP'_j =
                  * z_j (dO . V_j), D_i = sum_j P_j dP'_j (= rowsum(dO * O))
@@ -218,7 +249,8 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
                 for (int t = 0; t < D; ++t) dq[qh + (size_t)i * D + t] = 0.0;
                 for (int j = 0; j < Sk; ++j) {
                     if (!seen_by[j]) continue;
-                    const double ds = r(prec, r(prec, p[j] * r(prec, dp[j] - di)) * scale);
+                    /* Soft-capping's derivative takes dS back to the scaled score (ALiBi's bias has none). */
+                    const double ds = r(prec, r(prec, r(prec, p[j] * r(prec, dp[j] - di)) * grad[j]) * scale);
                     const double pz = r(prec, p[j] * dropout_factor(&w, j));
                     for (int t = 0; t < D; ++t) {
                         const size_t kx = kh + (size_t)j * D + t;
@@ -231,6 +263,7 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
         }
     free(p);
     free(dp);
+    free(grad);
     free(seen_by);
     return 0;
 }

@@ -26,7 +26,8 @@ int flashcl_reference_backward(const flashcl_attention_desc *desc, flashcl_ref_p
                                double *dv);
 
 /* What the reference takes beyond desc (whose causal flag, window and
- * dropout fields it honours by themselves). */
+ * dropout fields it honours by themselves). Initialize it with designated
+ * members: fields are added at the end. */
 typedef struct flashcl_reference_extras {
     /* A general element mask (B, Hq, Sq, Sk), 0 = masked, intersected with
      * desc's causal flag and window; NULL: none. */
@@ -35,6 +36,14 @@ typedef struct flashcl_reference_extras {
      * Philox mask desc describes (desc->dropout_p still gives the scale);
      * NULL: the Philox mask. */
     const uint8_t *keep;
+    /* The score modifiers, in the library's order (flashcl_attention_extras):
+     * softcap > 0 turns each scaled score s into softcap * tanh(s /
+     * softcap); then, with alibi_slopes (heads_q floats, or batch x heads_q
+     * with alibi_per_batch; NULL: none), s - slope * |i + Sk - Sq - j|; the
+     * masks after. The backward applies soft-capping's derivative. */
+    double softcap;
+    const float *alibi_slopes;
+    int alibi_per_batch;
 } flashcl_reference_extras;
 
 /* The forward and backward passes with extras (NULL: none). */
@@ -44,6 +53,10 @@ int flashcl_reference_forward_ex(const flashcl_attention_desc *desc, flashcl_ref
 int flashcl_reference_backward_ex(const flashcl_attention_desc *desc, flashcl_ref_precision precision,
                                   const flashcl_reference_extras *extras, const float *q, const float *k,
                                   const float *v, const float *dout, double *dq, double *dk, double *dv);
+
+/* llama.cpp's ALiBi slopes for `heads` heads from max_bias (flashcl.h,
+ * alibi_max_bias), computed in double, rounded to float. */
+void flashcl_reference_alibi_slopes(int heads, double max_bias, float *slopes);
 
 /* Philox4x32-10 of counter ctr under key, all four output words into out. */
 void flashcl_reference_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);

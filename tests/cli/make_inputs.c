@@ -21,6 +21,8 @@ static void usage(void) {
             "         writes a small problem and q_symlink.npy, q_hardlink.npy: links to q.npy\n"
             "       cli_make_inputs --block-mask FILE ROWS COLS\n"
             "         writes a random uint8 block mask\n"
+            "       cli_make_inputs --slopes FILE N[,M] SEED\n"
+            "         writes random float32 ALiBi slopes in [0.02, 0.5], shape (N,) or (N, M)\n"
             "       cli_make_inputs --varlen DIR Hq,Hkv,D LQ:LK,LQ:LK,... SEED\n"
             "         writes a packed float32 batch: q, dout (total_q,Hq,D), k, v (total_k,Hkv,D),\n"
             "         cu_q.npy, cu_k.npy (int32 cumulative lengths)\n");
@@ -262,10 +264,30 @@ static int make_varlen(const char *dir, const char *heads, const char *lengths, 
     return 0;
 }
 
+/* Random ALiBi slopes of shape "N" or "N,M". */
+static int make_slopes(const char *path, const char *shape_text, const char *seed_text) {
+    size_t shape[2] = {0, 0};
+    char *end = NULL;
+    shape[0] = strtoul(shape_text, &end, 10);
+    const int rank = end && *end == ',' ? 2 : 1;
+    if (rank == 2) shape[1] = strtoul(end + 1, NULL, 10);
+    const size_t count = shape[0] * (rank == 2 ? shape[1] : 1);
+    float *slopes = malloc(count * sizeof *slopes + 1);
+    if (!slopes || count == 0) return free(slopes), 1;
+    rng_state = strtoull(seed_text, NULL, 10) | 1;
+    for (size_t i = 0; i < count; ++i) slopes[i] = (float)(0.02 + 0.48 * uniform());
+    char error[256];
+    const int rc = npy_write(path, NPY_DTYPE_F32, rank, shape, slopes, error, sizeof error);
+    if (rc != 0) fprintf(stderr, "%s: %s\n", path, error);
+    free(slopes);
+    return rc != 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "--varlen") == 0)
         return ensure_dir(argv[2]) != 0 ? 1 : make_varlen(argv[2], argv[3], argv[4], argv[5]);
     if (argc == 5 && strcmp(argv[1], "--block-mask") == 0) return make_block_mask(argv[2], argv[3], argv[4]);
+    if (argc == 5 && strcmp(argv[1], "--slopes") == 0) return make_slopes(argv[2], argv[3], argv[4]);
     if (argc == 3 && (strcmp(argv[1], "--malformed") == 0 || strcmp(argv[1], "--paths") == 0) &&
         ensure_dir(argv[2]) != 0)
         return 1;

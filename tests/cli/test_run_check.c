@@ -122,7 +122,7 @@ START_TEST(floors_follow_the_documented_rule) {
         v[i] = 0.5f;
         dout[i] = (i == 0) ? NAN : 4.0f; /* non-finite elements are left out of the rms */
     }
-    const check_inputs in = {q, k, v, dout, NULL};
+    const check_inputs in = {.q = q, .k = k, .v = v, .dout = dout};
     check_floors f;
     check_floors_of(&d, &in, &f);
     const double scale = 0.5; /* 1/sqrt(4) */
@@ -159,7 +159,7 @@ START_TEST(backward_with_equal_value_rows_passes) {
     ck_assert_int_eq(flashcl_reference_backward(&d, FLASHCL_REF_FLOAT, q, k, v, dout, dq, dk, dv), 0);
     for (int i = 0; i < B * H * SQ * D; ++i) got_dq[i] = (float)dq[i];
     for (int i = 0; i < B * H * SK * D; ++i) got_dk[i] = (float)dk[i], got_dv[i] = (float)dv[i];
-    const check_inputs in = {q, k, v, dout, NULL};
+    const check_inputs in = {.q = q, .k = k, .v = v, .dout = dout};
     ck_assert_int_eq(check_backward(&d, &in, got_dq, got_dk, got_dv, 0.0), 1);
     /* An error of 1% of the floor in one element of dQ still fails. */
     check_floors f;

@@ -321,7 +321,7 @@ START_TEST(features_as_data) {
     const flashcl_attention_desc desc = problem_desc(256, 64, FLASHCL_DTYPE_F16, 0);
     int count = 0;
     const flashcl_feature_def *defs = flashcl_feature_defs(&count);
-    ck_assert_int_eq(count, 4);
+    ck_assert_int_eq(count, 6);
     for (int i = 0; i < count; ++i) {
         flashcl_features f = dense(&desc);
         ck_assert(!flashcl_features_any(&f));
@@ -330,6 +330,8 @@ START_TEST(features_as_data) {
         else if (strcmp(defs[i].define, "FLASHCL_BLOCK_MASK") == 0) f.block_mask = 1, f.mask_heads = 1;
         else if (strcmp(defs[i].define, "FLASHCL_DROPOUT") == 0) f.dropout = 1;
         else if (strcmp(defs[i].define, "FLASHCL_VARLEN") == 0) f.varlen.on = 1, f.varlen.total_q = 300;
+        else if (strcmp(defs[i].define, "FLASHCL_SOFTCAP") == 0) f.softcap = 30.0f;
+        else if (strcmp(defs[i].define, "FLASHCL_ALIBI") == 0) f.alibi = 1, f.alibi_count = 8;
         else ck_abort_msg("feature %s has no case here: add one", defs[i].name);
         ck_assert(defs[i].on(&f));
         ck_assert_str_eq(flashcl_features_first(&f), defs[i].name);
@@ -403,6 +405,13 @@ START_TEST(split_kv_decisions) {
     window.window_left = 1000;
     const flashcl_features wf = dense(&window);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &window, &wf, 8).kv_splits, 1);
+    /* The score modifiers are computed where each score is: split as a dense call would be, and kept off the
+     * tensor-core kernel (which has none). */
+    flashcl_features mods = dense(&desc);
+    mods.softcap = 30.0f;
+    mods.alibi = 1;
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &mods, 8).kv_splits, 33);
+    ck_assert_int_eq(dispatch_ok(&caps, &tc, FLASHCL_PASS_FORWARD, &desc, &mods, 8).kind, FLASHCL_KERNEL_PORTABLE);
     flashcl_attention_desc prefill = problem_desc(4096, 128, FLASHCL_DTYPE_F16, 1);
     const flashcl_features pf = dense(&prefill);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &prefill, &pf, 8).kv_splits, 1);

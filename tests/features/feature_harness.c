@@ -30,6 +30,11 @@ void fh_inputs_free(fh_inputs *in) {
 }
 
 void fh_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int backward, fh_result *out) {
+    fh_run_ex(ctx, c, in, backward, NULL, out);
+}
+
+void fh_run_ex(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int backward,
+               const flashcl_attention_extras *base, fh_result *out) {
     const flashcl_attention_desc *d = &c->desc;
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
@@ -37,18 +42,21 @@ void fh_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int bac
     const ts_placement at = {FLASHCL_LAYOUT_BHSD, 0, 0};
     const size_t B = (size_t)d->batch, hq = (size_t)d->heads_q, hkv = (size_t)d->heads_kv;
     const size_t sq = (size_t)d->seqlen_q, sk = (size_t)d->seqlen_k, hd = (size_t)d->head_dim;
-    const flashcl_dtype f32 = FLASHCL_DTYPE_F32;
+    const flashcl_dtype f32 = FLASHCL_DTYPE_F32, dt = d->dtype;
     enum { Q, K, V, O, L, DO, DQ, DK, DV, N };
     ts_tensor t[N];
     memset(t, 0, sizeof t);
-    ts_tensor_create(&t[Q], context, &at, B, hq, sq, hd, f32, in->q);
-    ts_tensor_create(&t[K], context, &at, B, hkv, sk, hd, f32, in->k);
-    ts_tensor_create(&t[V], context, &at, B, hkv, sk, hd, f32, in->v);
-    ts_tensor_create(&t[O], context, &at, B, hq, sq, hd, f32, NULL);
+    ts_tensor_create(&t[Q], context, &at, B, hq, sq, hd, dt, in->q);
+    ts_tensor_create(&t[K], context, &at, B, hkv, sk, hd, dt, in->k);
+    ts_tensor_create(&t[V], context, &at, B, hkv, sk, hd, dt, in->v);
+    ts_tensor_create(&t[O], context, &at, B, hq, sq, hd, dt, NULL);
     ts_tensor_create(&t[L], context, &at, B, hq, sq, 1, f32, NULL);
     cl_mem mask = NULL;
     flashcl_attention_extras extras;
-    flashcl_attention_extras_init(&extras);
+    if (base)
+        extras = *base;
+    else
+        flashcl_attention_extras_init(&extras);
     if (c->block_mask) {
         mask = ts_buffer(context, c->mask_bytes, c->block_mask);
         extras.block_mask = mask;
@@ -60,10 +68,10 @@ void fh_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int bac
     ck_assert_msg(s == FLASHCL_SUCCESS, "%s forward: %s", c->name, flashcl_last_error(ctx));
     memset(out, 0, sizeof *out);
     if (backward) {
-        ts_tensor_create(&t[DO], context, &at, B, hq, sq, hd, f32, in->dout);
-        ts_tensor_create(&t[DQ], context, &at, B, hq, sq, hd, f32, NULL);
-        ts_tensor_create(&t[DK], context, &at, B, hkv, sk, hd, f32, NULL);
-        ts_tensor_create(&t[DV], context, &at, B, hkv, sk, hd, f32, NULL);
+        ts_tensor_create(&t[DO], context, &at, B, hq, sq, hd, dt, in->dout);
+        ts_tensor_create(&t[DQ], context, &at, B, hq, sq, hd, dt, NULL);
+        ts_tensor_create(&t[DK], context, &at, B, hkv, sk, hd, dt, NULL);
+        ts_tensor_create(&t[DV], context, &at, B, hkv, sk, hd, dt, NULL);
         s = flashcl_backward_ex(ctx, d, &extras, &t[Q].view, &t[K].view, &t[V].view, &t[O].view, &t[L].view,
                                 &t[DO].view, &t[DQ].view, &t[DK].view, &t[DV].view, 0, NULL, NULL);
         ck_assert_msg(s == FLASHCL_SUCCESS, "%s backward: %s", c->name, flashcl_last_error(ctx));
@@ -125,12 +133,22 @@ static void check_one(const char *label, const char *what, const float *got, con
 
 void fh_check(const fh_case *c, const fh_inputs *in, const fh_result *r, int backward, const uint8_t *mask,
               const uint8_t *keep) {
+    fh_check_ex(c, in, r, backward, mask, keep, NULL);
+}
+
+void fh_check_ex(const fh_case *c, const fh_inputs *in, const fh_result *r, int backward, const uint8_t *mask,
+                 const uint8_t *keep, const flashcl_reference_extras *mods) {
     flashcl_attention_desc plain = c->desc; /* the mask stands for causal and window */
     if (mask) {
         plain.causal = 0;
         plain.sliding_window = 0;
     }
-    const flashcl_reference_extras extras = {mask, keep};
+    flashcl_reference_extras extras = {.mask = mask, .keep = keep};
+    if (mods) {
+        extras.softcap = mods->softcap;
+        extras.alibi_slopes = mods->alibi_slopes;
+        extras.alibi_per_batch = mods->alibi_per_batch;
+    }
     const size_t nq = in->q_count, nkv = in->kv_count, nl = in->lse_count;
     double *gold = malloc(sizeof(double) * (nq + nl + nq + 2 * nkv));
     double *low = malloc(sizeof(double) * (nq + nl + nq + 2 * nkv));
@@ -141,6 +159,9 @@ void fh_check(const fh_case *c, const fh_inputs *in, const fh_result *r, int bac
     ck_assert_int_eq(flashcl_reference_forward_ex(&plain, FLASHCL_REF_FLOAT, &extras, in->q, in->k, in->v, low,
                                                   low + nq),
                      0);
+    /* A 16-bit O can be no closer than the golden O rounded to its storage. */
+    if (c->desc.dtype != FLASHCL_DTYPE_F32)
+        for (size_t i = 0; i < nq; ++i) low[i] = ts_round_to_dtype((float)gold[i], c->desc.dtype);
     check_one(c->name, "O", r->o, gold, low, nq, 2.0);
     check_one(c->name, "LSE", r->lse, gold + nq, low + nq, nl, 2.0);
     /* Rows with no visible key: O exactly 0 (and LSE -inf, checked above). */

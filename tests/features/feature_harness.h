@@ -37,6 +37,12 @@ void fh_inputs_free(fh_inputs *in);
  * poisoned and must be written exactly (every element, nothing else).
  * Fails the test on any error. */
 void fh_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int backward, fh_result *out);
+/* The same with extras beyond the case's block mask (NULL: none; the
+ * score modifiers, say), and tensors of the desc's storage type (LSE
+ * float): 16-bit inputs are rounded on the way, outputs read back as
+ * floats. */
+void fh_run_ex(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int backward,
+               const flashcl_attention_extras *extras, fh_result *out);
 void fh_result_free(fh_result *r);
 
 /* The (B, Hq, Sq, Sk) element mask equivalent to the case's causal flag,
@@ -51,6 +57,12 @@ uint8_t *fh_dense_mask(const fh_case *c);
  * LSE -inf / O 0 / dQ 0 exactly on rows with no visible key. */
 void fh_check(const fh_case *c, const fh_inputs *in, const fh_result *r, int backward, const uint8_t *mask,
               const uint8_t *keep);
+/* The same with the reference's score modifiers (mods: softcap and ALiBi
+ * slopes; its mask and keep are ignored, the arguments stand; NULL: none).
+ * A 16-bit O is held to the golden O rounded to its storage (as
+ * support_forward.c does); the gradients are judged for float data only. */
+void fh_check_ex(const fh_case *c, const fh_inputs *in, const fh_result *r, int backward, const uint8_t *mask,
+                 const uint8_t *keep, const flashcl_reference_extras *mods);
 
 /* Forward and backward of c under three forced tile plans (small tiles
  * with many boundary and skipped tiles, wide ones, narrow ones), each judged

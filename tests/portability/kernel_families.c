@@ -98,6 +98,10 @@ static int switch_on(flashcl_features *f, const char *define) {
         f->dropout = 1, f->dropout_threshold = flashcl_dropout_threshold(0.1f), f->dropout_scale = 1.0f / 0.9f;
     } else if (strcmp(define, "FLASHCL_VARLEN") == 0) {
         f->varlen.on = 1, f->varlen.total_q = f->varlen.total_k = 2048;
+    } else if (strcmp(define, "FLASHCL_SOFTCAP") == 0) {
+        f->softcap = 30.0f;
+    } else if (strcmp(define, "FLASHCL_ALIBI") == 0) {
+        f->alibi = 1, f->alibi_count = 8;
     } else {
         return 0;
     }
