@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_rng.h"
 #include "half_float.h"
 #include "npy.h"
 
@@ -28,14 +29,6 @@ static void usage(void) {
             "         cu_q.npy, cu_k.npy (int32 cumulative lengths)\n");
 }
 
-/* xorshift64*: reproducible data without depending on the C library's rand(). */
-static uint64_t rng_state;
-static double uniform(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
 /* Roughly normal (Irwin-Hall of 4), like the randn inputs attention sees in practice. */
 static float random_value(void) { return (float)((uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7); }
 

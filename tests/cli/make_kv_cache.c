@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_rng.h"
 #include "half_float.h"
 #include "npy.h"
 
@@ -26,14 +27,6 @@ static void usage(void) {
             "  block_table_bad.npy (paged: sequence B-1's first page outside the pool)\n");
 }
 
-/* xorshift64*: reproducible data without depending on the C library's rand(). */
-static uint64_t rng_state;
-static double uniform(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
 
 typedef struct problem {
     const char *dir;
