@@ -24,11 +24,16 @@ static int sweep_is_diagonal(void) {
     return sweep && strcmp(sweep, "diagonal") == 0;
 }
 
-int ts_sweep_takes(int index, flashcl_dtype dtype) { return !sweep_is_diagonal() || index % 3 == (int)dtype; }
+int ts_sweep_takes_variant(int index, int variant, int variants) {
+    return !sweep_is_diagonal() || index % variants == variant;
+}
+
+int ts_sweep_takes(int index, flashcl_dtype dtype) { return ts_sweep_takes_variant(index, (int)dtype, 3); }
 
 void ts_sweep_announce(const char *suite) {
     if (sweep_is_diagonal())
-        printf("%s: FLASHCL_TEST_SWEEP=diagonal: each sweep case runs in one storage type (case i in type i %% 3), "
-               "not all three; the full cross product runs on the other devices\n",
+        printf("%s: FLASHCL_TEST_SWEEP=diagonal: each sweep case runs in one of its variants "
+               "(case i in storage type i %% 3, or variant i %% n of n), not in all; the full cross product runs on "
+               "the other devices\n",
                suite);
 }

@@ -27,6 +27,10 @@ size_t ts_case_lse_count(const ts_case *c);
  * For sweeps whose every pair is a kernel build of its own (docs/testing.md, "Test time"). */
 int ts_sweep_takes(int index, flashcl_dtype dtype);
 
+/* The same rule for a sweep of cases x `variants` variants of another kind (two 16-bit storage types, say):
+ * case `index` in `variant` (0 .. variants - 1); under FLASHCL_TEST_SWEEP=diagonal only variant index % variants. */
+int ts_sweep_takes_variant(int index, int variant, int variants);
+
 /* The line a suite prints once when FLASHCL_TEST_SWEEP=diagonal thins its sweeps, so that the cases it did not
  * run are said, not hidden; nothing otherwise. */
 void ts_sweep_announce(const char *suite);
