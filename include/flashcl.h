@@ -293,6 +293,14 @@ typedef struct flashcl_device_limits {
     size_t max_work_group_size;
     size_t preferred_work_group_multiple;
     unsigned compute_units;
+    /* Version 2 of the struct appended this: the bytes of static __local
+     * memory (arrays declared in a kernel) one work-group can have. It equals
+     * local_mem_bytes except on NVIDIA GPUs, whose OpenCL driver reports 48
+     * KiB yet builds and runs kernels with static arrays up to the
+     * architecture's opt-in limit (found once per device by test builds:
+     * docs/nvidia.md). Reported only; no planner uses it yet, and a planner
+     * given 0 here ignores it. */
+    size_t static_local_mem_bytes;
 } flashcl_device_limits;
 
 /* Zeroes limits and sets struct_size; FLASHCL_ERROR_INVALID_ARGUMENT for a
