@@ -1,12 +1,15 @@
 /* test_ptx_rewrite.c: the sm_90 -> sm_90a PTX rewrite (src/ptx_rewrite.c) on texts shaped like the ones NVIDIA's
- * OpenCL driver returns: what it rewrites, what it refuses and why, its bounds; no OpenCL device. */
+ * OpenCL driver returns: what it rewrites, what it refuses and why, its bounds; and the pure decisions of the
+ * Hopper groundwork (which devices get sm_90a variants, the static local memory search). No OpenCL device. */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "program_sm90a.h"
 #include "ptx_rewrite.h"
+#include "static_local.h"
 
 #define PREFIX FLASHCL_PTX_MARKER_PREFIX
 
@@ -450,6 +453,64 @@ START_TEST(mutations_keep_promises) {
 }
 END_TEST
 
+/* Which devices get sm_90a variants: compute capability 9.0 on NVIDIA, nothing else. */
+START_TEST(sm90a_devices) {
+    flashcl_device_caps caps;
+    memset(&caps, 0, sizeof caps);
+    caps.vendor = FLASHCL_VENDOR_NVIDIA;
+    caps.compute_capability = 90;
+    ck_assert_ptr_null(flashcl_sm90a_device_refusal(&caps));
+    static const int others[] = {0, 80, 86, 89, 100, 120};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i) {
+        caps.compute_capability = others[i];
+        ck_assert_ptr_nonnull(strstr(flashcl_sm90a_device_refusal(&caps), "compute capability 9.0"));
+    }
+    caps.compute_capability = 90;
+    caps.vendor = FLASHCL_VENDOR_AMD;
+    ck_assert_str_eq(flashcl_sm90a_device_refusal(&caps), "the device is not an NVIDIA GPU");
+}
+END_TEST
+
+/* A made-up device for the static local memory search: arrays up to `limit` bytes build. */
+typedef struct fake_compiler {
+    size_t limit;
+    size_t asked[16];
+    int count;
+} fake_compiler;
+
+static int fake_builds(size_t bytes, void *arg) {
+    fake_compiler *c = arg;
+    if (c->count < 16) c->asked[c->count++] = bytes;
+    return bytes <= c->limit;
+}
+
+START_TEST(static_local_search) {
+    static const size_t candidates[] = {FLASHCL_STATIC_LOCAL_CANDIDATES};
+    const int count = (int)(sizeof candidates / sizeof candidates[0]);
+    static const struct {
+        size_t reported, limit, answer;
+    } cases[] = {
+        {48 * 1024, 200704, 196 * 1024}, /* the H100 as the team's probe saw it: 196 KiB builds, 227 does not */
+        {48 * 1024, 232448, 227 * 1024}, /* everything builds */
+        {48 * 1024, 48 * 1024, 48 * 1024}, /* nothing above the reported size builds */
+        {48 * 1024, 100 * 1024, 96 * 1024},
+        {48 * 1024, 64 * 1024, 64 * 1024},
+        {100 * 1024, 170 * 1024, 160 * 1024}, /* candidates at or below the reported size are not asked */
+        {256 * 1024, 1 << 30, 256 * 1024},   /* a device reporting more than every candidate */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        fake_compiler compiler = {cases[i].limit, {0}, 0};
+        int probes = 0;
+        const size_t answer =
+            flashcl_static_local_search(cases[i].reported, candidates, count, fake_builds, &compiler, &probes);
+        ck_assert_uint_eq(answer, cases[i].answer);
+        ck_assert_int_eq(probes, compiler.count);
+        ck_assert_int_le(probes, 3); /* bisection: at most ceil(log2(7)) builds */
+        for (int j = 0; j < compiler.count; ++j) ck_assert_uint_gt(compiler.asked[j], cases[i].reported);
+    }
+}
+END_TEST
+
 static Suite *ptx_suite(void) {
     Suite *s = suite_create("ptx_rewrite");
     TCase *tc = tcase_create("pure");
@@ -465,6 +526,10 @@ static Suite *ptx_suite(void) {
     tcase_add_test(tc, source_marker_helper);
     tcase_add_test(tc, mutations_keep_promises);
     suite_add_tcase(s, tc);
+    TCase *decisions = tcase_create("decisions");
+    tcase_add_test(decisions, sm90a_devices);
+    tcase_add_test(decisions, static_local_search);
+    suite_add_tcase(s, decisions);
     return s;
 }
 
