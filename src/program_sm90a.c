@@ -60,8 +60,10 @@ static flashcl_status rewritten_ptx(flashcl_context *ctx, cl_program sm90, const
     size_t size = 0;
     unsigned char *ptx = flashcl_program_binary(sm90, &size);
     if (!ptx) return unavailable(ctx, label, "the driver gives no PTX (CL_PROGRAM_BINARIES) of its sm_90 build", NULL);
-    const flashcl_ptx_result result =
-        flashcl_ptx_rewrite_sm90a((const char *)ptx, size, FLASHCL_PTX_MARKERS_REQUIRED, rewrite);
+    /* The driver's binary is the PTX text and NUL padding (H100, driver 580: 3186 bytes for a 3184-byte text);
+     * the text alone is what the rebuild takes, so anything after its NUL, padding or not, stays out. */
+    const flashcl_ptx_result result = flashcl_ptx_rewrite_sm90a((const char *)ptx, strnlen((const char *)ptx, size),
+                                                                FLASHCL_PTX_MARKERS_REQUIRED, rewrite);
     free(ptx);
     if (result == FLASHCL_PTX_OUT_OF_MEMORY)
         return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory (rewriting PTX)");

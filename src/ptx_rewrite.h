@@ -51,7 +51,8 @@ typedef struct flashcl_ptx_rewrite {
     char reason[240];   /* a refusal's reason, with its line; "" on success */
 } flashcl_ptx_rewrite;
 
-/* Rewrites ptx (length bytes; one trailing NUL, as CL_PROGRAM_BINARIES may include, is ignored) into out. The
+/* Rewrites ptx (length bytes; trailing NULs, the terminator and padding CL_PROGRAM_BINARIES may count, are
+ * ignored; a NUL before other bytes is refused) into out. The
  * target line's first target, sm_90, becomes sm_90a, the rest of the line (", texmode_independent") kept; every
  * marker line "<blanks>// FLASHCL_SM90A <instruction>;" becomes "<blanks><instruction>;". A text whose target
  * is sm_90a already and which holds no marker comes back unchanged (retargeted 0), whatever `markers` says, so

@@ -45,8 +45,15 @@ static void remember(cl_device_id device, size_t bytes) {
     }
 }
 
-size_t flashcl_static_local_search(size_t reported, const size_t *candidates, int count,
+size_t flashcl_static_local_expected(int compute_capability) { return compute_capability == 90 ? 226 * 1024 : 0; }
+
+size_t flashcl_static_local_search(size_t reported, size_t expected, const size_t *candidates, int count,
                                    int (*builds)(size_t bytes, void *arg), void *arg, int *probes) {
+    if (expected > reported) {
+        ++*probes;
+        if (builds(expected, arg)) return expected;
+        while (count > 0 && candidates[count - 1] >= expected) --count; /* known not to build */
+    }
     int low = -1, high = count; /* low: the largest index known to build (-1: reported); high: known not to */
     while (low + 1 < count && candidates[low + 1] <= reported) ++low;
     const int first = low;
@@ -95,8 +102,9 @@ size_t flashcl_static_local_bytes(cl_device_id device, cl_context context, const
     static const size_t candidates[] = {FLASHCL_STATIC_LOCAL_CANDIDATES};
     probe_target target = {context, device};
     int probes = 0;
-    const size_t bytes = flashcl_static_local_search(reported, candidates, (int)(sizeof candidates / sizeof *candidates),
-                                                     probe_builds, &target, &probes);
+    const size_t bytes =
+        flashcl_static_local_search(reported, flashcl_static_local_expected(caps->compute_capability), candidates,
+                                    (int)(sizeof candidates / sizeof *candidates), probe_builds, &target, &probes);
     if (own) clReleaseContext(own);
     remember(device, bytes);
     return bytes;

@@ -209,8 +209,8 @@ START_TEST(idempotent) {
 }
 END_TEST
 
-/* CL_PROGRAM_BINARIES may count a terminating NUL; one at the very end is not part of the text, one inside is
- * refused. CRLF line ends survive. */
+/* CL_PROGRAM_BINARIES counts the text's terminating NUL, and NUL padding after it is not part of the text; a NUL
+ * with text after it is refused. CRLF line ends survive. */
 START_TEST(nul_and_line_ends) {
     char *marked = sample(".target sm_90, texmode_independent", PREFIX);
     flashcl_ptx_rewrite out;
@@ -218,6 +218,17 @@ START_TEST(nul_and_line_ends) {
                      FLASHCL_PTX_OK);
     ck_assert_int_eq(out.markers, SAMPLE_MARKERS);
     flashcl_ptx_rewrite_free(&out);
+    char *padded = calloc(strlen(marked) + 64, 1);
+    ck_assert_ptr_nonnull(padded);
+    strcpy(padded, marked);
+    ck_assert_int_eq(flashcl_ptx_rewrite_sm90a(padded, strlen(marked) + 64, FLASHCL_PTX_MARKERS_REQUIRED, &out),
+                     FLASHCL_PTX_OK);
+    ck_assert_uint_eq(out.length, strlen(marked) + 1 - SAMPLE_MARKERS * strlen(PREFIX));
+    flashcl_ptx_rewrite_free(&out);
+    padded[strlen(marked) + 10] = 'x'; /* something after the padding: not one text */
+    ck_assert_int_eq(flashcl_ptx_rewrite_sm90a(padded, strlen(marked) + 64, FLASHCL_PTX_MARKERS_REQUIRED, &out),
+                     FLASHCL_PTX_NOT_TEXT);
+    free(padded);
     const size_t cut = strlen(marked) / 2;
     marked[cut] = '\0';
     ck_assert_int_eq(flashcl_ptx_rewrite_sm90a(marked, cut + 10, FLASHCL_PTX_MARKERS_REQUIRED, &out),
@@ -391,6 +402,34 @@ START_TEST(source_marker_helper) {
 }
 END_TEST
 
+/* The PTX the H100's driver (580.159.04) returned for tests/ptx's marked wgmma kernel (test_ptx_sm90a.c), as
+ * saved by that suite: the rewrite the library did there, checked here on every machine. */
+START_TEST(real_driver_ptx) {
+    FILE *f = fopen(PTX_TEST_DATA "/h100_driver_sm90.ptx", "rb");
+    ck_assert_ptr_nonnull(f);
+    static char text[1 << 16];
+    const size_t length = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    ck_assert_uint_gt(length, 1000);
+    text[length] = '\0';
+    flashcl_ptx_rewrite out;
+    ck_assert_int_eq(flashcl_ptx_rewrite_sm90a(text, length, FLASHCL_PTX_MARKERS_REQUIRED, &out), FLASHCL_PTX_OK);
+    ck_assert_int_eq(out.markers, 4);
+    ck_assert_int_eq(out.retargeted, 1);
+    ck_assert_ptr_nonnull(strstr(out.text, "\n.target sm_90a, texmode_independent\n"));
+    ck_assert_ptr_nonnull(strstr(out.text, "\n\twgmma.fence.sync.aligned;\n"));
+    ck_assert_ptr_nonnull(strstr(out.text, "\nwgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f9, %f10, %f11, %f12}, "
+                                           "{%r19, %r19, %r19, %r19}, %rd13, p, 1, 1, 0;\n"));
+    ck_assert_ptr_nonnull(strstr(out.text, "\n\twgmma.wait_group.sync.aligned 0;\n"));
+    ck_assert_ptr_nonnull(strstr(out.text, ".metadata_section {")); /* NVIDIA's OpenCL trailer, kept as it is */
+    ck_assert_uint_eq(out.length, length + 1 - 4 * strlen(PREFIX));
+    flashcl_ptx_rewrite_free(&out);
+    /* A plain retarget refuses it: it has markers. */
+    ck_assert_int_eq(flashcl_ptx_rewrite_sm90a(text, length, FLASHCL_PTX_MARKERS_NONE, &out),
+                     FLASHCL_PTX_UNEXPECTED_MARKERS);
+}
+END_TEST
+
 /* xorshift64*: the mutations below reproduce from the seed. */
 static uint64_t next(uint64_t *state) {
     *state ^= *state >> 12;
@@ -487,27 +526,33 @@ static int fake_builds(size_t bytes, void *arg) {
 START_TEST(static_local_search) {
     static const size_t candidates[] = {FLASHCL_STATIC_LOCAL_CANDIDATES};
     const int count = (int)(sizeof candidates / sizeof candidates[0]);
+    const size_t h100_limit = 232432; /* the largest static array the H100 builds (docs/nvidia.md) */
     static const struct {
-        size_t reported, limit, answer;
+        size_t reported, expected, limit, answer;
+        int probes;
     } cases[] = {
-        {48 * 1024, 200704, 196 * 1024}, /* the H100 as the team's probe saw it: 196 KiB builds, 227 does not */
-        {48 * 1024, 232448, 227 * 1024}, /* everything builds */
-        {48 * 1024, 48 * 1024, 48 * 1024}, /* nothing above the reported size builds */
-        {48 * 1024, 100 * 1024, 96 * 1024},
-        {48 * 1024, 64 * 1024, 64 * 1024},
-        {100 * 1024, 170 * 1024, 160 * 1024}, /* candidates at or below the reported size are not asked */
-        {256 * 1024, 1 << 30, 256 * 1024},   /* a device reporting more than every candidate */
+        {48 * 1024, 226 * 1024, h100_limit, 226 * 1024, 1},    /* the H100: its expected size, one build */
+        {48 * 1024, 0, h100_limit, 226 * 1024, 3},             /* the same device, unknown: bisection */
+        {48 * 1024, 226 * 1024, 200704, 196 * 1024, 4},        /* a driver that allows less than expected */
+        {48 * 1024, 0, 48 * 1024, 48 * 1024, 3},               /* nothing above the reported size builds */
+        {48 * 1024, 0, 100 * 1024, 96 * 1024, 3},
+        {48 * 1024, 0, 64 * 1024, 64 * 1024, 3},
+        {100 * 1024, 0, 170 * 1024, 160 * 1024, 2},            /* candidates at or below the reported size: not asked */
+        {256 * 1024, 226 * 1024, 1u << 30, 256 * 1024, 0},     /* a device reporting more than every candidate */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         fake_compiler compiler = {cases[i].limit, {0}, 0};
         int probes = 0;
-        const size_t answer =
-            flashcl_static_local_search(cases[i].reported, candidates, count, fake_builds, &compiler, &probes);
-        ck_assert_uint_eq(answer, cases[i].answer);
+        const size_t answer = flashcl_static_local_search(cases[i].reported, cases[i].expected, candidates, count,
+                                                          fake_builds, &compiler, &probes);
+        ck_assert_msg(answer == cases[i].answer, "case %zu: %zu, want %zu", i, answer, cases[i].answer);
         ck_assert_int_eq(probes, compiler.count);
-        ck_assert_int_le(probes, 3); /* bisection: at most ceil(log2(7)) builds */
+        ck_assert_msg(probes <= cases[i].probes, "case %zu: %d builds, want at most %d", i, probes, cases[i].probes);
         for (int j = 0; j < compiler.count; ++j) ck_assert_uint_gt(compiler.asked[j], cases[i].reported);
     }
+    ck_assert_uint_eq(flashcl_static_local_expected(90), 226 * 1024);
+    ck_assert_uint_eq(flashcl_static_local_expected(80), 0);
+    ck_assert_uint_le(flashcl_static_local_expected(90) + 1024, h100_limit + 16); /* the margin it leaves */
 }
 END_TEST
 
@@ -524,6 +569,7 @@ static Suite *ptx_suite(void) {
     tcase_add_test(tc, refuses_unexpected_or_missing_markers);
     tcase_add_test(tc, refuses_too_large);
     tcase_add_test(tc, source_marker_helper);
+    tcase_add_test(tc, real_driver_ptx);
     tcase_add_test(tc, mutations_keep_promises);
     suite_add_tcase(s, tc);
     TCase *decisions = tcase_create("decisions");

@@ -1,10 +1,10 @@
-/* static_local_scan.c: how much static __local memory a work-group can have on the first GPU, to 1 KiB, and what
- * finding it costs: the library's answer (flashcl_context_limits) and the time of the contexts that found and
- * reused it, then a scan by plain OpenCL (each size built, timed, and where it builds run and checked, with
+/* static_local_scan.c: how much static __local memory a work-group can have on the first GPU, to 16 bytes, and what
+ * finding it costs: the library's answer (flashcl_context_limits) and the time of the flashcl contexts that found
+ * and reused it, then a scan by plain OpenCL (each size built, timed, and where it builds run and checked, with
  * CL_KERNEL_LOCAL_MEM_SIZE). A development probe, not part of the build: on the GPU machine (docs/nvidia.md)
  *   gcc -O1 -std=c11 -Iinclude -Ibuild/include -o build/static_local_scan tools/probe/static_local_scan.c \
  *       -Lbuild/src -lflashcl -lOpenCL
- *   CUDA_CACHE_DISABLE=1 FLASHCL_DEVICE=nvidia build/static_local_scan      (cold: NVIDIA's cache off)
+ *   CUDA_CACHE_DISABLE=1 build/static_local_scan      (cold: NVIDIA's cache off)
  * Results of the H100: docs/results/h100/ptx/. */
 #define _POSIX_C_SOURCE 200809L
 #define CL_TARGET_OPENCL_VERSION 120
@@ -73,27 +73,43 @@ static int try_size(size_t bytes) {
     return 1;
 }
 
+/* A flashcl context on the existing queue, timed; prints its static local memory. */
+static void time_context(const char *what) {
+    const double t0 = now_ms();
+    flashcl_context *ctx = NULL;
+    if (flashcl_context_create_from_queue(&ctx, queue, NULL) != FLASHCL_SUCCESS) {
+        printf("%s: %s\n", what, flashcl_last_error(NULL));
+        return;
+    }
+    const double ms = now_ms() - t0;
+    flashcl_device_limits limits;
+    flashcl_context_limits(ctx, &limits);
+    printf("flashcl, %s: %.1f ms; static local memory %zu bytes (%.2f KiB), reported %zu\n", what, ms,
+           limits.static_local_mem_bytes, limits.static_local_mem_bytes / 1024.0, limits.local_mem_bytes);
+    flashcl_context_free(ctx);
+}
+
 int main(void) {
-    /* The library: the first context probes, the second reuses the process's answer. */
-    double t0 = now_ms();
-    flashcl_context *first = NULL, *second = NULL;
-    if (flashcl_context_create(&first, NULL) != FLASHCL_SUCCESS) {
-        fprintf(stderr, "%s\n", flashcl_last_error(NULL));
+    /* The OpenCL context first (the driver's start-up is paid here), then two flashcl contexts on its queue: the
+     * first finds the static local memory by test builds, the second has the process's answer. Their difference
+     * is the probe's cost. */
+    cl_platform_id platforms[8];
+    cl_uint count = 0;
+    clGetPlatformIDs(8, platforms, &count);
+    device = NULL;
+    for (cl_uint p = 0; p < count && !device; ++p)
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_GPU, 1, &device, NULL) != CL_SUCCESS) device = NULL;
+    if (!device) {
+        fprintf(stderr, "no GPU\n");
         return 1;
     }
-    const double first_ms = now_ms() - t0;
-    t0 = now_ms();
-    flashcl_context_create(&second, NULL);
-    const double second_ms = now_ms() - t0;
-    flashcl_device_limits limits;
-    flashcl_context_limits(first, &limits);
-    printf("flashcl: static local memory %zu bytes (%.2f KiB), reported %zu; first context %.1f ms, second %.1f ms\n",
-           limits.static_local_mem_bytes, limits.static_local_mem_bytes / 1024.0, limits.local_mem_bytes, first_ms,
-           second_ms);
-    device = flashcl_context_device(first);
+    double t0 = now_ms();
     cl_int err;
     cl_ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
     queue = clCreateCommandQueue(cl_ctx, device, 0, &err);
+    printf("OpenCL context and queue: %.1f ms\n", now_ms() - t0);
+    time_context("first context (probes)");
+    time_context("second context (answer known)");
     /* The candidates, then a bisection to 1 KiB between the largest that builds and the next. */
     static const size_t table[] = {48, 64, 96, 128, 160, 196, 227, 228};
     size_t good = 0, bad = 0;
@@ -122,7 +138,5 @@ int main(void) {
            bad);
     clReleaseCommandQueue(queue);
     clReleaseContext(cl_ctx);
-    flashcl_context_free(second);
-    flashcl_context_free(first);
     return 0;
 }
