@@ -147,14 +147,19 @@ static flashcl_ptx_result target_line(rewriter *r, const line *l, const char *af
     return result;
 }
 
-/* The one form of an instruction after the marker: printable ASCII, one ';' at its end, no comment, no other
- * marker, every operand substituted. */
+/* The one form of an instruction after the marker: an opcode or a guard first, printable ASCII, one ';' at its
+ * end, no comment, no other marker, every operand substituted. */
 static flashcl_ptx_result check_instruction(rewriter *r, const char *p, const char *end) {
     if (p == end || (end - p == 1 && *p == ';'))
         return refuse(r, FLASHCL_PTX_EMPTY_MARKER, r->line_number,
                       "empty marker (want \"" FLASHCL_PTX_MARKER_PREFIX "<instruction>;\")");
     if (end[-1] != ';')
         return refuse(r, FLASHCL_PTX_MALFORMED_MARKER, r->line_number, "the marked instruction does not end in ';'");
+    /* An opcode (lower case) or a guard predicate: never a directive such as ".target", which would change the
+     * text's header once un-commented. */
+    if (!((*p >= 'a' && *p <= 'z') || *p == '@'))
+        return refuse(r, FLASHCL_PTX_MALFORMED_MARKER, r->line_number,
+                      "the marked text is no instruction (it must open with an opcode or an @predicate)");
     for (const char *c = p; c < end; ++c) {
         if ((*c < 0x20 || *c > 0x7e) && *c != '\t')
             return refuse(r, FLASHCL_PTX_MALFORMED_MARKER, r->line_number,

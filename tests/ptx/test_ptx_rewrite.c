@@ -332,6 +332,10 @@ START_TEST(refuses_bad_markers) {
         {"wgmma.fence.sync.aligned;", "wgmma.fence.sync.aligned FLASHCL_SM90A;", FLASHCL_PTX_MALFORMED_MARKER,
          "two markers on one line"},
         {"wgmma.fence.sync.aligned;", "wgmma.fence.sync.\x80;", FLASHCL_PTX_MALFORMED_MARKER, "byte 0x80"},
+        /* A directive un-commented would change the header (found by fuzz_ptx_rewrite: ".target;"). */
+        {"wgmma.fence.sync.aligned;", ".target sm_80;", FLASHCL_PTX_MALFORMED_MARKER, "the marked text is no instruction"},
+        {"wgmma.fence.sync.aligned;", "{ wgmma.fence.sync.aligned;", FLASHCL_PTX_MALFORMED_MARKER,
+         "the marked text is no instruction"},
         {"{%f1, %f2, %f3, %f4}", "{%0, %f2, %f3, %f4}", FLASHCL_PTX_UNSUBSTITUTED,
          "operand %0 was not substituted"},
         /* Outside inline asm: the marker can only come from an asm statement, so anywhere else it is not ours. */
