@@ -245,7 +245,10 @@ flashcl_ptx_result flashcl_ptx_rewrite_sm90a(const char *ptx, size_t length, fla
                                              flashcl_ptx_rewrite *out) {
     memset(out, 0, sizeof *out);
     rewriter r = {out, NULL, 0, 0, 0, -1, -1, 0, 0, 0};
-    if (!ptx) length = 0;
+    if (!ptx) { /* as the empty text: no arithmetic on a NULL pointer */
+        ptx = "";
+        length = 0;
+    }
     while (length > 0 && ptx[length - 1] == '\0') --length; /* the terminating NUL and any padding after it */
     if (length > FLASHCL_PTX_MAX_BYTES)
         return refuse(&r, FLASHCL_PTX_TOO_LARGE, 0, "%zu bytes, above the %zu a PTX text may have", length,
