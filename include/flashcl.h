@@ -356,7 +356,10 @@ static inline flashcl_status flashcl_context_limits(flashcl_context *ctx, flashc
 }
 
 /* Reads the limits of any OpenCL device (for listing devices without a
- * context), written up to struct_size bytes (use flashcl_query_device_limits). */
+ * context), written up to struct_size bytes (use flashcl_query_device_limits).
+ * On an NVIDIA GPU the first query or context of a process for that device
+ * finds static_local_mem_bytes by building a test kernel, here in an OpenCL
+ * context of its own (created and released within the call). */
 FLASHCL_API flashcl_status flashcl_query_device_limits_sized(cl_device_id device, flashcl_device_limits *limits,
                                                              size_t struct_size);
 
