@@ -293,6 +293,14 @@ typedef struct flashcl_device_limits {
     size_t max_work_group_size;
     size_t preferred_work_group_multiple;
     unsigned compute_units;
+    /* Version 2 of the struct appended this: the bytes of static __local
+     * memory (arrays declared in a kernel) one work-group can have. It equals
+     * local_mem_bytes except on NVIDIA GPUs, whose OpenCL driver reports 48
+     * KiB yet builds and runs kernels with static arrays up to the
+     * architecture's opt-in limit (found once per device by test builds:
+     * docs/nvidia.md). Reported only; no planner uses it yet, and a planner
+     * given 0 here ignores it. */
+    size_t static_local_mem_bytes;
 } flashcl_device_limits;
 
 /* Zeroes limits and sets struct_size; FLASHCL_ERROR_INVALID_ARGUMENT for a
@@ -348,7 +356,10 @@ static inline flashcl_status flashcl_context_limits(flashcl_context *ctx, flashc
 }
 
 /* Reads the limits of any OpenCL device (for listing devices without a
- * context), written up to struct_size bytes (use flashcl_query_device_limits). */
+ * context), written up to struct_size bytes (use flashcl_query_device_limits).
+ * On an NVIDIA GPU the first query or context of a process for that device
+ * finds static_local_mem_bytes by building a test kernel, here in an OpenCL
+ * context of its own (created and released within the call). */
 FLASHCL_API flashcl_status flashcl_query_device_limits_sized(cl_device_id device, flashcl_device_limits *limits,
                                                              size_t struct_size);
 

@@ -15,8 +15,7 @@ flashcl_status flashcl_device_limits_init_sized(flashcl_device_limits *limits, s
     return flashcl_struct_init(&flashcl_abi_device_limits, limits, struct_size);
 }
 
-/* Fills this library's full-size limits of device. */
-static flashcl_status query_limits(cl_device_id device, flashcl_device_limits *limits) {
+flashcl_status flashcl_device_limits_reported(cl_device_id device, flashcl_device_limits *limits) {
     memset(limits, 0, sizeof *limits);
     limits->struct_size = sizeof *limits;
     cl_ulong local_mem = 0;
@@ -37,6 +36,7 @@ static flashcl_status query_limits(cl_device_id device, flashcl_device_limits *l
     cl_device_type type = 0;
     clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     if (type & CL_DEVICE_TYPE_GPU) limits->preferred_work_group_multiple = 32;
+    limits->static_local_mem_bytes = limits->local_mem_bytes; /* device_caps.c finds NVIDIA's larger one */
     return FLASHCL_SUCCESS;
 }
 
@@ -46,15 +46,17 @@ flashcl_status flashcl_query_device_limits_sized(cl_device_id device, flashcl_de
     if (!device || !limits)
         return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_query_device_limits: %s is NULL",
                             device ? "limits" : "device");
-    flashcl_device_limits full;
-    flashcl_status status = query_limits(device, &full);
+    /* The caps hold the limits with NVIDIA's static local memory, probed in a context of their own unless this
+     * process already knows the device. */
+    flashcl_device_caps caps;
+    flashcl_status status = flashcl_device_caps_query(device, NULL, &caps);
     if (status != FLASHCL_SUCCESS) return status;
-    return flashcl_struct_export(NULL, &flashcl_abi_device_limits, &full, limits, struct_size);
+    return flashcl_struct_export(NULL, &flashcl_abi_device_limits, &caps.limits, limits, struct_size);
 }
 
 /* Everything after the queue is known: limits, name, kernel directory, disk cache. */
 static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context_options *options) {
-    flashcl_status status = flashcl_device_caps_query(ctx->device, &ctx->caps);
+    flashcl_status status = flashcl_device_caps_query(ctx->device, ctx->context, &ctx->caps);
     if (status != FLASHCL_SUCCESS) return status; /* its message names the failed query */
     /* Calls chain their kernels by queue order when it is in order, else by
      * events; an unanswered query takes the safe side (events). */

@@ -4,6 +4,7 @@
 
 #include "device_caps.h"
 #include "internal.h"
+#include "static_local.h"
 
 /* cl_nv_device_attribute_query's compute capability (not in every CL header). */
 #define FLASHCL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
@@ -59,9 +60,9 @@ static int amd_wavefront_width(cl_device_id device) {
     return (int)width;
 }
 
-flashcl_status flashcl_device_caps_query(cl_device_id device, flashcl_device_caps *caps) {
+flashcl_status flashcl_device_caps_query(cl_device_id device, cl_context context, flashcl_device_caps *caps) {
     memset(caps, 0, sizeof *caps);
-    flashcl_status status = flashcl_query_device_limits(device, &caps->limits);
+    flashcl_status status = flashcl_device_limits_reported(device, &caps->limits);
     if (status != FLASHCL_SUCCESS) return status; /* its message names the failed query */
     clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof caps->name - 1, caps->name, NULL);
     caps->vendor = vendor_of(device);
@@ -77,5 +78,6 @@ flashcl_status flashcl_device_caps_query(cl_device_id device, flashcl_device_cap
         caps->subgroup_width = amd_wavefront_width(device);
     }
     caps->loop_limited = strstr(caps->name, "llvmpipe") != NULL;
+    caps->limits.static_local_mem_bytes = flashcl_static_local_bytes(device, context, caps);
     return FLASHCL_SUCCESS;
 }

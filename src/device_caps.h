@@ -23,7 +23,12 @@ typedef struct flashcl_device_caps {
     int loop_limited;
 } flashcl_device_caps;
 
-/* Reads device's caps (limits, name, vendor, compute capability, AMD wavefront width). */
-flashcl_status flashcl_device_caps_query(cl_device_id device, flashcl_device_caps *caps);
+/* Reads device's caps (limits, name, vendor, compute capability, AMD wavefront width, static local memory). On
+ * NVIDIA the static local memory takes test builds the first time a process asks (static_local.h): in context,
+ * or, when it is NULL, in a context of their own. */
+flashcl_status flashcl_device_caps_query(cl_device_id device, cl_context context, flashcl_device_caps *caps);
+
+/* The limits device reports (static_local_mem_bytes = local_mem_bytes), without any build (context.c). */
+flashcl_status flashcl_device_limits_reported(cl_device_id device, flashcl_device_limits *limits);
 
 #endif

@@ -128,7 +128,8 @@ void flashcl_disk_cache_close(flashcl_context *ctx) {
     ctx->disk_cache = NULL;
 }
 
-char *flashcl_disk_cache_key(const flashcl_context *ctx, const char *source, const char *options) {
+char *flashcl_disk_cache_key(const flashcl_context *ctx, const char *source, const char *options,
+                             const char *variant) {
     if (!ctx->disk_cache) return NULL;
     const size_t source_length = strlen(source);
     unsigned char digest[FLASHCL_SHA256_BYTES];
@@ -143,6 +144,9 @@ char *flashcl_disk_cache_key(const flashcl_context *ctx, const char *source, con
     if (!append_field(&key, "source-sha256", source_field, strlen(source_field)) ||
         !append_field(&key, "options", options, strlen(options)))
         return NULL;
+    /* Only a variant adds the field: the plain programs' keys, and so the entries already stored, stay as they
+     * were. */
+    if (variant && !append_field(&key, "variant", variant, strlen(variant))) return NULL;
     return key;
 }
 
@@ -197,8 +201,7 @@ int flashcl_disk_cache_load(flashcl_context *ctx, const char *key, const char *o
     return loaded;
 }
 
-/* The device's binary of program, malloc'd; NULL when the driver gives none. */
-static unsigned char *program_binary(cl_program program, size_t *size) {
+unsigned char *flashcl_program_binary(cl_program program, size_t *size) {
     cl_uint devices = 0;
     if (clGetProgramInfo(program, CL_PROGRAM_NUM_DEVICES, sizeof devices, &devices, NULL) != CL_SUCCESS ||
         devices != 1)
@@ -215,7 +218,7 @@ static unsigned char *program_binary(cl_program program, size_t *size) {
 
 void flashcl_disk_cache_store(flashcl_context *ctx, const char *key, cl_program program) {
     size_t binary_length = 0;
-    unsigned char *binary = program_binary(program, &binary_length);
+    unsigned char *binary = flashcl_program_binary(program, &binary_length);
     if (!binary) {
         note(ctx, "not stored: the driver gives no program binary");
         return;

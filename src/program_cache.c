@@ -1,17 +1,21 @@
-/* program_cache.c: builds kernel programs with their -D options, once per context and option set (from the disk
- * cache's binary when it has one). */
+/* program_cache.c: builds kernel programs with their -D options, once per context, option set and variant (plain,
+ * or sm_90a through program_sm90a.c), from the disk cache's binary when it has one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "disk_cache.h"
 #include "program_cache.h"
+#include "program_sm90a.h"
 
 #define MAX_KERNELS_PER_PROGRAM 8
 
 struct flashcl_program_entry {
     char *file;    /* the cache key: every file after common.cl, space-separated */
     char *options;
+    int sm90a;          /* 1: the program's sm_90a variant */
+    char *unavailable;  /* a variant found unavailable: the build log saying why (program NULL), kept so a later
+                           request answers at once, with the same log */
     cl_program program;
     int num_kernels;
     char kernel_names[MAX_KERNELS_PER_PROGRAM][64];
@@ -24,6 +28,7 @@ static void free_entry(flashcl_program_entry *e) {
     if (e->program) clReleaseProgram(e->program);
     free(e->file);
     free(e->options);
+    free(e->unavailable);
     free(e);
 }
 
@@ -43,16 +48,19 @@ static char *copy_string(const char *s) {
     return c;
 }
 
-static void keep_build_log(flashcl_context *ctx, cl_program program) {
+char *flashcl_program_build_log(const flashcl_context *ctx, cl_program program) {
     size_t size = 0;
+    if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS) return NULL;
+    char *log = malloc(size + 1);
+    if (!log) return NULL;
+    if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, size, log, NULL) != CL_SUCCESS) size = 0;
+    log[size] = '\0';
+    return log;
+}
+
+static void keep_build_log(flashcl_context *ctx, cl_program program) {
     free(ctx->build_log);
-    ctx->build_log = NULL;
-    if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS) return;
-    ctx->build_log = malloc(size + 1);
-    if (!ctx->build_log) return;
-    if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, size, ctx->build_log, NULL) != CL_SUCCESS)
-        size = 0;
-    ctx->build_log[size] = '\0';
+    ctx->build_log = flashcl_program_build_log(ctx, program);
 }
 
 /* The options a program is built with: the kernel's own, then FLASHCL_BUILD_OPTIONS, which appends compiler
@@ -86,9 +94,9 @@ static flashcl_status build_from_source(flashcl_context *ctx, const char *source
 }
 
 /* A new entry's program: from the disk cache when it holds a usable binary, else built from source (and then
- * stored there). */
+ * stored there). An sm_90a variant found unavailable is an entry too, without a program. */
 static flashcl_status build_entry(flashcl_context *ctx, const char *const *prelude, const char *file,
-                                  const char *key, const char *options, flashcl_program_entry **out) {
+                                  const char *key, const char *options, int sm90a, flashcl_program_entry **out) {
     char *source = NULL;
     flashcl_status status = flashcl_kernel_source(ctx, prelude, file, &source);
     if (status != FLASHCL_SUCCESS) return status;
@@ -100,12 +108,21 @@ static flashcl_status build_entry(flashcl_context *ctx, const char *const *prelu
         if (e) free_entry(e);
         return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     }
-    char *disk_key = flashcl_disk_cache_key(ctx, source, full_options); /* NULL: cache off */
-    if (!disk_key || !flashcl_disk_cache_load(ctx, disk_key, full_options, &e->program)) {
-        status = build_from_source(ctx, source, file, options, full_options, &e->program);
-        if (status == FLASHCL_SUCCESS && disk_key) flashcl_disk_cache_store(ctx, disk_key, e->program);
+    e->sm90a = sm90a;
+    if (sm90a) {
+        status = flashcl_sm90a_program(ctx, source, key, full_options, &e->program);
+        if (status == FLASHCL_ERROR_UNSUPPORTED) {
+            e->unavailable = copy_string(flashcl_last_build_log(ctx));
+            if (e->unavailable) status = FLASHCL_SUCCESS; /* the caller answers UNSUPPORTED from the entry */
+        }
+    } else {
+        char *disk_key = flashcl_disk_cache_key(ctx, source, full_options, NULL); /* NULL: cache off */
+        if (!disk_key || !flashcl_disk_cache_load(ctx, disk_key, full_options, &e->program)) {
+            status = build_from_source(ctx, source, file, options, full_options, &e->program);
+            if (status == FLASHCL_SUCCESS && disk_key) flashcl_disk_cache_store(ctx, disk_key, e->program);
+        }
+        free(disk_key);
     }
-    free(disk_key);
     free(full_options);
     free(source);
     if (status != FLASHCL_SUCCESS) {
@@ -133,23 +150,30 @@ static flashcl_status program_key(flashcl_context *ctx, const char *const *prelu
     return FLASHCL_SUCCESS;
 }
 
-flashcl_status flashcl_get_kernel(flashcl_context *ctx, const char *file, const char *kernel_name,
-                                  const char *options, cl_kernel *kernel) {
-    return flashcl_get_program_kernel(ctx, NULL, file, kernel_name, options, kernel);
-}
-
-flashcl_status flashcl_get_program_kernel(flashcl_context *ctx, const char *const *prelude, const char *file,
-                                          const char *kernel_name, const char *options, cl_kernel *kernel) {
+/* The kernel of the plain program or of its sm_90a variant (sm90a 1). */
+static flashcl_status get_kernel(flashcl_context *ctx, const char *const *prelude, const char *file,
+                                 const char *kernel_name, const char *options, int sm90a, cl_kernel *kernel) {
     char key[256];
     flashcl_status status = program_key(ctx, prelude, file, key, sizeof key);
     if (status != FLASHCL_SUCCESS) return status;
     flashcl_program_entry *e = ctx->programs;
-    while (e && (strcmp(e->file, key) != 0 || strcmp(e->options, options) != 0)) e = e->next;
+    while (e && (strcmp(e->file, key) != 0 || strcmp(e->options, options) != 0 || e->sm90a != sm90a)) e = e->next;
     if (!e) {
-        status = build_entry(ctx, prelude, file, key, options, &e);
+        status = build_entry(ctx, prelude, file, key, options, sm90a, &e);
         if (status != FLASHCL_SUCCESS) return status;
         e->next = ctx->programs;
         ctx->programs = e;
+    }
+    if (e->unavailable) {
+        char *log = copy_string(e->unavailable);
+        if (log) {
+            free(ctx->build_log);
+            ctx->build_log = log;
+        }
+        /* The log's first line is the reason ("sm_90a variant of <key> unavailable: ..."). */
+        const char *end = strchr(e->unavailable, '\n');
+        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "%.*s (flashcl_last_build_log() has the detail)",
+                            end ? (int)(end - e->unavailable) : (int)strlen(e->unavailable), e->unavailable);
     }
     for (int i = 0; i < e->num_kernels; ++i) {
         if (strcmp(e->kernel_names[i], kernel_name) == 0) {
@@ -166,4 +190,19 @@ flashcl_status flashcl_get_program_kernel(flashcl_context *ctx, const char *cons
     e->kernels[e->num_kernels++] = k;
     *kernel = k;
     return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_get_kernel(flashcl_context *ctx, const char *file, const char *kernel_name,
+                                  const char *options, cl_kernel *kernel) {
+    return get_kernel(ctx, NULL, file, kernel_name, options, 0, kernel);
+}
+
+flashcl_status flashcl_get_program_kernel(flashcl_context *ctx, const char *const *prelude, const char *file,
+                                          const char *kernel_name, const char *options, cl_kernel *kernel) {
+    return get_kernel(ctx, prelude, file, kernel_name, options, 0, kernel);
+}
+
+flashcl_status flashcl_get_sm90a_kernel(flashcl_context *ctx, const char *const *prelude, const char *file,
+                                        const char *kernel_name, const char *options, cl_kernel *kernel) {
+    return get_kernel(ctx, prelude, file, kernel_name, options, 1, kernel);
 }

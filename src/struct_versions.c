@@ -18,7 +18,9 @@ static const size_t desc_versions[] = {sizeof(flashcl_attention_desc)};
 /* Version 2 appended the score modifiers (softcap, ALiBi). */
 static const size_t extras_versions[] = {offsetof(flashcl_attention_extras, softcap),
                                          sizeof(flashcl_attention_extras)};
-static const size_t limits_versions[] = {sizeof(flashcl_device_limits)};
+/* Version 2 appended static_local_mem_bytes (NVIDIA's static local memory beyond the reported size). */
+static const size_t limits_versions[] = {offsetof(flashcl_device_limits, static_local_mem_bytes),
+                                         sizeof(flashcl_device_limits)};
 static const size_t stats_versions[] = {sizeof(flashcl_call_stats)};
 static const size_t kv_cache_versions[] = {sizeof(flashcl_kv_cache)};
 static const size_t cache_stats_versions[] = {sizeof(flashcl_cache_stats)};

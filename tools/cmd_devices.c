@@ -17,7 +17,9 @@ static void print_help(FILE *out) {
             "Lists every OpenCL platform and device. The [N] index is what --device N and\n"
             "FLASHCL_DEVICE=N select. The device flashcl picks by default (FLASHCL_DEVICE,\n"
             "else the first GPU, else the first device) is marked (default); with --device\n"
-            "SPEC the device SPEC selects is marked instead. For each device: what a call\n"
+            "SPEC the device SPEC selects is marked instead. For each device: its limits,\n"
+            "including the static local memory a kernel's own __local arrays may take (on\n"
+            "NVIDIA more than the reported local memory, found by test builds), and what a call\n"
             "would run with default settings (the kernel, its matrix-unit backend if any,\n"
             "and its tiles), for float32 and float16, head dims 64 and 128, forward and\n"
             "backward.\n");
@@ -123,6 +125,13 @@ static void print_device(cl_device_id device, unsigned index, int is_default, co
     printf("      global memory: %s\n", bytes_text);
     cli_format_bytes(local_mem, bytes_text, sizeof bytes_text);
     printf("      local memory: %s (%llu bytes)\n", bytes_text, (unsigned long long)local_mem);
+    /* What a kernel's own __local arrays may take: more than the above on NVIDIA (the library's test builds). */
+    flashcl_device_limits limits;
+    if (flashcl_query_device_limits(device, &limits) == FLASHCL_SUCCESS) {
+        cli_format_bytes(limits.static_local_mem_bytes, bytes_text, sizeof bytes_text);
+        printf("      static local memory: %s (%zu bytes)%s\n", bytes_text, limits.static_local_mem_bytes,
+               limits.static_local_mem_bytes > limits.local_mem_bytes ? ", found by test builds" : "");
+    }
     printf("      max work-group size: %zu\n", max_wg);
     print_plans(device);
 }

@@ -122,7 +122,7 @@ START_TEST(public_calls_refuse_bad_sizes) {
     ck_assert_ptr_nonnull(strstr(flashcl_last_error(NULL), "flashcl_context_options.struct_size is 3"));
 
     /* A positional initializer written for the old layout puts local_mem_bytes into struct_size. */
-    const flashcl_device_limits old_style = {48 * 1024, 1024, 32, 132, 0};
+    const flashcl_device_limits old_style = {48 * 1024, 1024, 32, 132, 0, 0};
     flashcl_plan plan;
     ck_assert_int_eq(flashcl_plan_choose(&old_style, FLASHCL_PASS_FORWARD, 64, FLASHCL_DTYPE_F32, 0, &plan),
                      FLASHCL_ERROR_INVALID_ARGUMENT);

@@ -536,7 +536,7 @@ END_TEST
  * device's local memory and work-group limits, with at most 32 head-dim
  * columns per work-item (the rusticl limit). */
 START_TEST(test_planner_fits_every_device) {
-#define LIMITS(local, group, multiple, units) {sizeof(flashcl_device_limits), local, group, multiple, units}
+#define LIMITS(local, group, multiple, units) {sizeof(flashcl_device_limits), local, group, multiple, units, 0}
     const flashcl_device_limits devices[] = {
         LIMITS(32 * 1024, 1024, 32, 8), LIMITS(48 * 1024, 1024, 32, 16), LIMITS(64 * 1024, 256, 64, 32),
         LIMITS(1024 * 1024, 4096, 1, 2), LIMITS(32 * 1024, 64, 1, 1),
@@ -558,7 +558,7 @@ START_TEST(test_planner_fits_every_device) {
             ck_assert_uint_eq(again.local_mem_bytes, p.local_mem_bytes);
         }
     /* The backward needs more local memory than the forward for one tile shape. */
-    const flashcl_device_limits big = {sizeof(flashcl_device_limits), 1 << 20, 1024, 1, 1};
+    const flashcl_device_limits big = {sizeof(flashcl_device_limits), 1 << 20, 1024, 1, 1, 0};
     flashcl_plan fwd = {32, 32, 8, 8, 0, 0}, bwd = fwd;
     ck_assert_int_eq(flashcl_plan_check(&big, FLASHCL_PASS_FORWARD, 64, FLASHCL_DTYPE_F32, &fwd, NULL, 0),
                      FLASHCL_SUCCESS);
@@ -571,7 +571,7 @@ START_TEST(test_planner_fits_every_device) {
                                         sizeof reason),
                      FLASHCL_ERROR_PLAN);
     ck_assert_str_ne(reason, "");
-    const flashcl_device_limits small = {sizeof(flashcl_device_limits), 32 * 1024, 1024, 1, 1};
+    const flashcl_device_limits small = {sizeof(flashcl_device_limits), 32 * 1024, 1024, 1, 1, 0};
     flashcl_plan large = {16, 16, 8, 8, 0, 0}; /* 4 x 16 x 257 floats alone exceed 32 KiB */
     ck_assert_int_eq(flashcl_plan_check(&small, FLASHCL_PASS_BACKWARD, 256, FLASHCL_DTYPE_F32, &large, NULL, 0),
                      FLASHCL_ERROR_PLAN);

@@ -12,7 +12,7 @@
 static flashcl_device_caps h100(void) {
     flashcl_device_caps c;
     memset(&c, 0, sizeof c);
-    c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), 48 * 1024, 1024, 32, 132};
+    c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), 48 * 1024, 1024, 32, 132, 0};
     snprintf(c.name, sizeof c.name, "NVIDIA H100 80GB HBM3");
     c.vendor = FLASHCL_VENDOR_NVIDIA;
     c.compute_capability = 90;
@@ -23,7 +23,7 @@ static flashcl_device_caps h100(void) {
 static flashcl_device_caps device(flashcl_vendor vendor, int cc, size_t local, size_t group, const char *name) {
     flashcl_device_caps c;
     memset(&c, 0, sizeof c);
-    c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), local, group, 32, 64};
+    c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), local, group, 32, 64, 0};
     snprintf(c.name, sizeof c.name, "%s", name);
     c.vendor = vendor;
     c.compute_capability = cc;

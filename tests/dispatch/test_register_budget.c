@@ -19,7 +19,7 @@ static flashcl_device_caps device(flashcl_vendor vendor, int cc, int subgroup_wi
                                   const char *name) {
     flashcl_device_caps c;
     memset(&c, 0, sizeof c);
-    c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), local, group, 32, 64};
+    c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), local, group, 32, 64, 0};
     snprintf(c.name, sizeof c.name, "%s", name);
     c.vendor = vendor;
     c.compute_capability = cc;

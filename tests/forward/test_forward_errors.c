@@ -290,7 +290,7 @@ START_TEST(test_null_context_messages) {
     ck_assert_int_eq(flashcl_plan_choose(NULL, FLASHCL_PASS_FORWARD, 64, FLASHCL_DTYPE_F32, 0, &plan),
                      FLASHCL_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(flashcl_last_error(NULL), "flashcl_plan_choose"));
-    const flashcl_device_limits tiny = {sizeof(flashcl_device_limits), 64, 1, 1, 1};
+    const flashcl_device_limits tiny = {sizeof(flashcl_device_limits), 64, 1, 1, 1, 0};
     stale_thread_error();
     ck_assert_int_eq(flashcl_plan_choose(&tiny, FLASHCL_PASS_FORWARD, 256, FLASHCL_DTYPE_F32, 0, &plan),
                      FLASHCL_ERROR_PLAN);

@@ -11,7 +11,7 @@ static const size_t group_sizes[] = {64, 256, 1024, 4096};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static flashcl_device_limits device(size_t local_bytes, size_t max_group) {
-    flashcl_device_limits l = {sizeof(flashcl_device_limits), local_bytes, max_group, 1, 8};
+    flashcl_device_limits l = {sizeof(flashcl_device_limits), local_bytes, max_group, 1, 8, 0};
     return l;
 }
 

@@ -29,7 +29,7 @@ flashcl_device_caps compile_target_caps(const compile_target *t) {
     flashcl_device_caps c;
     memset(&c, 0, sizeof c);
     c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), t->local_mem_bytes, t->max_work_group_size, (size_t)t->subgroup_width,
-                                       t->compute_units};
+                                       t->compute_units, 0};
     snprintf(c.name, sizeof c.name, "%s", t->device_name);
     c.vendor = t->vendor;
     c.subgroup_width = t->subgroup_width;

@@ -77,7 +77,7 @@ static flashcl_device_caps caps_of(const real_device *d) {
     flashcl_device_caps c;
     memset(&c, 0, sizeof c);
     c.limits = (flashcl_device_limits){sizeof(flashcl_device_limits), d->local_mem_bytes, d->max_work_group_size, (size_t)d->subgroup_width,
-                                       d->compute_units};
+                                       d->compute_units, 0};
     snprintf(c.name, sizeof c.name, "%s", d->name);
     c.vendor = d->vendor;
     c.compute_capability = d->compute_capability;
@@ -161,7 +161,7 @@ static void check_constraints(const real_device *d, const flashcl_device_caps *c
     ck_assert_int_eq(t->block_k % t->threads_k, 0);
     if (plan->kind == FLASHCL_KERNEL_PORTABLE) { /* the planner's own check agrees, local memory included */
         const flashcl_device_limits limits = {sizeof(flashcl_device_limits), d->local_mem_bytes,
-                                              d->max_work_group_size, 0, 0};
+                                              d->max_work_group_size, 0, 0, 0};
         flashcl_plan again = *t;
         char why[256];
         ck_assert_msg(flashcl_plan_check(&limits, pass, head_dim, dtype, &again, why, sizeof why) == FLASHCL_SUCCESS,
