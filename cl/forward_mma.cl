@@ -74,7 +74,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
-    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,
+    int causal FLASHCL_SCORE_MOD_PARAMS) {
     // K and V blocks, both keys x dims; each is refilled (asynchronously on
     // NVIDIA) while the other one is in use.
     __local uint4 k_tile4[BLOCK_K * ROW_WORDS / 4];
@@ -131,7 +132,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         UNROLL_ALWAYS
         for (int j = 0; j < DIM_TILES; ++j) acc[m][j] = (float4)(0.0f);
     }
+#if FLASHCL_SCORE_MODS
+    // The score modifiers act on scaled scores (softcap, then ALiBi, then the
+    // masks: cl/common.cl), so each score is scaled and modified where it is
+    // computed and the exponents take log2(e) alone.
+    const float scale2 = M_LOG2E_F;
+#if FLASHCL_ALIBI
+    const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
+#else
     const float scale2 = scale * M_LOG2E_F;
+#endif
 
     // Bottom-right causal alignment: row i sees keys j <= i + diagonal.
     const int diagonal = seqlen_k - seqlen_q;
@@ -211,6 +222,18 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             UNROLL_ALWAYS
             for (int n = 0; n < KEY_TILES; ++n) {
                 float4 x = s[m][n];
+#if FLASHCL_SCORE_MODS
+                {
+                    // Lane (g, t) holds keys col, col + 1 of rows row_top (x, y) and row_bottom (z, w).
+                    const int col = k0 + n * 8 + 2 * t;
+                    float mod_grad;
+                    x.x = FLASHCL_SCORE_MOD(x.x * scale, mod_grad, alibi_slope, row_top + diagonal, col);
+                    x.y = FLASHCL_SCORE_MOD(x.y * scale, mod_grad, alibi_slope, row_top + diagonal, col + 1);
+                    x.z = FLASHCL_SCORE_MOD(x.z * scale, mod_grad, alibi_slope, row_bottom + diagonal, col);
+                    x.w = FLASHCL_SCORE_MOD(x.w * scale, mod_grad, alibi_slope, row_bottom + diagonal, col + 1);
+                    (void)mod_grad;
+                }
+#endif
                 if (masked_block) {
                     const int col = k0 + n * 8 + 2 * t;
                     const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;

@@ -16,21 +16,22 @@ static int alibi_on(const flashcl_features *f) { return f->alibi; }
 
 /* Every feature, once: its name in messages, whether a call uses it, the
  * define its kernels are built with, whether the portable forward's split-KV
- * takes it. Which kernel families take features is the dispatcher's decision
- * (today: the portable kernels take all of them, the decode kernel the window
- * and the score modifiers, the tensor-core kernels none);
+ * and the tensor-core forward take it. Which kernel families take features is
+ * the dispatcher's decision (today: the portable kernels take all of them, the
+ * decode kernel the window and the score modifiers, the tensor-core forward
+ * the score modifiers, the tensor-core backward none);
  * the IO model (io_model.c) counts the window's band, and counts a block
  * mask and a packed batch as dense and padded (their contents live on the
  * device): an upper bound. */
 static const flashcl_feature_def feature_table[] = {
-    {"sliding window", window_on, "FLASHCL_WINDOW", 0},
-    {"block mask", block_mask_on, "FLASHCL_BLOCK_MASK", 0},
-    {"dropout", dropout_on, "FLASHCL_DROPOUT", 0},
-    {"variable-length batch", varlen_on, "FLASHCL_VARLEN", 0},
+    {"sliding window", window_on, "FLASHCL_WINDOW", 0, 0},
+    {"block mask", block_mask_on, "FLASHCL_BLOCK_MASK", 0, 0},
+    {"dropout", dropout_on, "FLASHCL_DROPOUT", 0, 0},
+    {"variable-length batch", varlen_on, "FLASHCL_VARLEN", 0, 0},
     /* The score modifiers change each score where it is computed, whatever
-     * the tiles or the key chunk: split-KV takes them. */
-    {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1},
-    {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1},
+     * the tiles or the key chunk: split-KV and the tensor-core forward take them. */
+    {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, 1},
+    {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, 1},
 };
 
 const flashcl_feature_def *flashcl_feature_defs(int *count) {
@@ -44,6 +45,12 @@ const char *flashcl_features_first(const flashcl_features *f) {
     for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
         if (feature_table[i].on(f)) return feature_table[i].name;
     return NULL;
+}
+
+int flashcl_features_tensor_core_forward(const flashcl_features *f) {
+    for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
+        if (feature_table[i].on(f) && !feature_table[i].tensor_core_forward) return 0;
+    return 1;
 }
 
 int flashcl_features_block_split(const flashcl_features *f) {

@@ -84,6 +84,7 @@ typedef struct flashcl_feature_def {
     int (*on)(const flashcl_features *f);     /* whether a call uses it */
     const char *define;                       /* -D<define>=1 for its kernels */
     int split_kv;                             /* 1: the portable forward's split-KV takes it (cl/forward.cl) */
+    int tensor_core_forward;                  /* 1: the tensor-core forward takes it (cl/forward_mma.cl) */
 } flashcl_feature_def;
 
 /* The table, in the order options and messages use. */
@@ -94,6 +95,9 @@ int flashcl_features_any(const flashcl_features *f);
 
 /* The name of the call's first feature in the table, NULL for a dense call. */
 const char *flashcl_features_first(const flashcl_features *f);
+
+/* 1 if the tensor-core forward takes every feature the call uses (a dense call included). */
+int flashcl_features_tensor_core_forward(const flashcl_features *f);
 
 /* 1 if the call uses a feature the portable forward's split-KV does not take. */
 int flashcl_features_block_split(const flashcl_features *f);
@@ -134,6 +138,10 @@ void flashcl_tile_mask_release(flashcl_tile_mask *t);
  * flashcl_alibi_acquire's buffer. */
 void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles,
                           cl_mem alibi_slopes);
+
+/* The score modifiers' arguments alone (FLASHCL_SCORE_MOD_PARAMS): the tail of flashcl_arg_features, and all the
+ * tensor-core forward takes. */
+void flashcl_arg_score_mods(flashcl_kernel_args *a, const flashcl_features *f, cl_mem alibi_slopes);
 
 /* floor(p * 2^32): an element is kept when its Philox word is at least this. */
 cl_uint flashcl_dropout_threshold(float p);

@@ -131,15 +131,19 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
         wait_list = &appended;
     }
     flashcl_kernel_args args = {kernel, 0, CL_SUCCESS};
-    /* The tensor-core kernel takes no features (the dispatcher gives it
-     * none), so its causal flag is the desc's. */
+    /* The tensor-core kernel takes no mask feature (the dispatcher gives it
+     * none), so its causal flag is the desc's; of the features, only the
+     * score modifiers' arguments. */
     flashcl_arg_forward_dense(&args, desc, q, k, v, o, lse, features->causal);
     if (split) {
         flashcl_arg_mem(&args, parts.part_o);
         flashcl_arg_mem(&args, parts.part_stats);
         flashcl_arg_int(&args, plan->split_keys);
     }
-    if (plan->portable_args) flashcl_arg_features(&args, features, &tiles, slopes);
+    if (plan->portable_args)
+        flashcl_arg_features(&args, features, &tiles, slopes);
+    else if (plan->kind == FLASHCL_KERNEL_TENSOR_CORE || plan->kind == FLASHCL_KERNEL_TENSOR_CORE_EMULATED)
+        flashcl_arg_score_mods(&args, features, slopes);
     if (cache) {
         flashcl_arg_mem(&args, cache->cache_seqlens);
         flashcl_arg_int(&args, append ? desc->seqlen_q : 0);

@@ -338,7 +338,9 @@ START_TEST(features_as_data) {
         flashcl_settings s = defaults();
         for (int pass = 0; pass < 2; ++pass) {
             const flashcl_exec_plan plan = dispatch_ok(&caps, &s, (flashcl_pass)pass, &desc, &f, 8);
-            ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+            /* The tensor-core forward takes the score modifiers; every other feature runs the portable kernels. */
+            const int tensor_core = pass == FLASHCL_PASS_FORWARD && defs[i].tensor_core_forward;
+            ck_assert_int_eq(plan.kind, tensor_core ? FLASHCL_KERNEL_TENSOR_CORE : FLASHCL_KERNEL_PORTABLE);
             char define[64];
             snprintf(define, sizeof define, " -D%s=1", defs[i].define);
             ck_assert_msg(strstr(plan.options, define), "%s: %s", defs[i].name, plan.options);
@@ -405,13 +407,13 @@ START_TEST(split_kv_decisions) {
     window.window_left = 1000;
     const flashcl_features wf = dense(&window);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &window, &wf, 8).kv_splits, 1);
-    /* The score modifiers are computed where each score is: split as a dense call would be, and kept off the
-     * tensor-core kernel (which has none). */
+    /* The score modifiers are computed where each score is: split as a dense call would be, and taken by the
+     * tensor-core forward as a dense call would be. */
     flashcl_features mods = dense(&desc);
     mods.softcap = 30.0f;
     mods.alibi = 1;
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &mods, 8).kv_splits, 33);
-    ck_assert_int_eq(dispatch_ok(&caps, &tc, FLASHCL_PASS_FORWARD, &desc, &mods, 8).kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(dispatch_ok(&caps, &tc, FLASHCL_PASS_FORWARD, &desc, &mods, 8).kind, FLASHCL_KERNEL_TENSOR_CORE);
     flashcl_attention_desc prefill = problem_desc(4096, 128, FLASHCL_DTYPE_F16, 1);
     const flashcl_features pf = dense(&prefill);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &prefill, &pf, 8).kv_splits, 1);

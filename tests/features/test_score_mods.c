@@ -348,6 +348,46 @@ START_TEST(decode_rows) {
 }
 END_TEST
 
+/* The tensor-core forward (emulated here; real on NVIDIA) takes the modifiers in its own build: f16 and 3xTF32
+ * f32, causal GQA with rows past the diagonal and a partial key block, softcap 5 and llama.cpp's slopes; the
+ * backward of the f32 call runs the portable kernels (the tensor-core backward takes no features). */
+START_TEST(tensor_core_forward) {
+    float slopes[4];
+    llama_slopes(4, 8.0f, slopes);
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_context_set_f32_precision(ctx, FLASHCL_F32_3XTF32), FLASHCL_SUCCESS);
+    for (int f32 = 0; f32 <= 1; ++f32) {
+        fh_case c = make_case(f32 ? "mma f32 3xtf32 45x77 d64 causal gqa 4/2 softcap 5 + alibi"
+                                  : "mma f16 45x77 d64 causal gqa 4/2 softcap 5 + alibi",
+                              1, 4, 2, 45, 77, 64, 1);
+        c.desc.dtype = f32 ? FLASHCL_DTYPE_F32 : FLASHCL_DTYPE_F16;
+        fh_inputs in;
+        fh_inputs_make(&c, 60 + (uint64_t)f32, &in);
+        amplify(&in, 3.0f);
+        round_inputs(&in, c.desc.dtype);
+        flashcl_attention_extras ex;
+        flashcl_attention_extras_init(&ex);
+        ex.softcap = 5.0f;
+        ex.alibi_max_bias = 8.0f;
+        const flashcl_reference_extras mods = {.softcap = 5.0, .alibi_slopes = slopes};
+        fh_result r;
+        if (f32) { /* gradients judged in f32 (the 16-bit rule is the forward's) */
+            run_and_check(ctx, &c, &in, 1, &ex, &mods, &r);
+            ck_assert_int_eq(last_stats(ctx).kernel, FLASHCL_KERNEL_PORTABLE); /* the backward, last */
+            fh_result_free(&r);
+        }
+        run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
+        const flashcl_call_stats s = last_stats(ctx);
+        ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+        ck_assert_ptr_nonnull(strstr(s.build_options, "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1"));
+        fh_result_free(&r);
+        fh_inputs_free(&in);
+    }
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* A contiguous KV cache (sequences of 40 and 17 cached rows, capacity 48) read by 4 causal query rows with
  * per-sequence slopes: each sequence's positions are its own (i + len - 4). */
 START_TEST(kv_cache_rows) {
@@ -440,8 +480,8 @@ static flashcl_call_stats explain(flashcl_context *ctx, flashcl_pass pass, const
 
 /* A dense call builds exactly what it did before the modifiers existed (the same options, so the same program
  * cache key): no extras, extras with every modifier off, and an older caller's smaller extras whose bytes past
- * its size are garbage. The modifiers add their two defines and nothing else; the tensor-core kernels hand them
- * to the portable ones; split-KV takes them. */
+ * its size are garbage. The modifiers add their two defines and nothing else; the tensor-core forward takes them,
+ * the tensor-core backward hands them to the portable kernels; split-KV takes them. */
 START_TEST(dispatch_options) {
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
@@ -468,9 +508,11 @@ START_TEST(dispatch_options) {
         const flashcl_call_stats portable = explain(ctx, (flashcl_pass)pass, &d, NULL);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
         const flashcl_call_stats modded = explain(ctx, (flashcl_pass)pass, &d, &mods);
-        ck_assert_int_eq(modded.kernel, FLASHCL_KERNEL_PORTABLE);
+        const int forward = pass == FLASHCL_PASS_FORWARD;
+        ck_assert_int_eq(modded.kernel, forward ? FLASHCL_KERNEL_TENSOR_CORE_EMULATED : FLASHCL_KERNEL_PORTABLE);
         char expected[FLASHCL_BUILD_OPTIONS_CAPACITY + 64];
-        snprintf(expected, sizeof expected, "%s -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1", portable.build_options);
+        snprintf(expected, sizeof expected, "%s -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1",
+                 forward ? dense.build_options : portable.build_options);
         ck_assert_str_eq(modded.build_options, expected);
         ck_assert(strstr(portable.build_options, "SOFTCAP") == NULL && strstr(portable.build_options, "ALIBI") == NULL);
     }
@@ -622,6 +664,7 @@ static Suite *score_mods_suite(void) {
     tcase_add_test(tc, alibi_window_sources);
     tcase_add_test(tc, varlen_block_mask_dropout);
     tcase_add_test(tc, decode_rows);
+    tcase_add_test(tc, tensor_core_forward);
     tcase_add_test(tc, kv_cache_rows);
     suite_add_tcase(s, tc);
     return s;
