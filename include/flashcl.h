@@ -501,7 +501,9 @@ typedef struct flashcl_attention_extras {
      * implementation's portable and decode kernels run them (forward,
      * backward, flashcl_forward_kv_cache_ex), with every other feature
      * (causal, GQA, window, block mask, dropout, packed batch, split-KV); the
-     * tensor-core kernels do not yet, so such calls run the portable kernels
+     * tensor-core forward runs them too (with causal and GQA; with another
+     * feature the portable kernel runs), the tensor-core backward does not
+     * yet, so such backwards run the portable kernels
      * (flashcl_call_stats.kernel says which ran); the standard
      * implementation refuses them (FLASHCL_ERROR_UNSUPPORTED). A call without
      * modifiers builds and runs exactly the kernels it did before.

@@ -16,14 +16,14 @@ static const char *const FIELDS[] = {"impl", "direction", "batch", "heads", "seq
                                      "median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes",
                                      "max_abs_err", "dropout", "block_density", "status", "device",
                                      "varlen_ms", "varlen_tflops", "varlen_speedup", "varlen_flops", "padded_flops",
-                                     "varlen_tokens", "kernel"};
+                                     "varlen_tokens", "kernel", "softcap", "alibi_max_bias"};
 /* The --varlen fields: numbers on flash rows of a --varlen run, null elsewhere. */
 static const char *const VARLEN_FIELDS[] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
                                             "varlen_flops", "padded_flops",  "varlen_tokens"};
 enum { VARLEN_FIELD_COUNT = sizeof VARLEN_FIELDS / sizeof VARLEN_FIELDS[0], FIRST_VARLEN_COLUMN = 17 };
 enum { FIELD_COUNT = sizeof FIELDS / sizeof FIELDS[0] };
-/* The CSV's last column (the JSON, read by name, has it before status). */
-enum { KERNEL_COLUMN = FIELD_COUNT - 1 };
+/* The CSV's kernel column, before softcap and alibi_max_bias (the JSON, read by name, has it before status). */
+enum { KERNEL_COLUMN = FIELD_COUNT - 3 };
 
 static void work_path(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", g_workdir, name); }
 
@@ -77,7 +77,7 @@ static void check_schema(const json_record *r) {
     ck_assert(strlen(text(r, "device")) > 0);
     ck_assert_int_eq(field(r, "causal")->type, JSON_BOOL);
     number(r, "batch"), number(r, "heads"), number(r, "seqlen"), number(r, "head_dim");
-    number(r, "dropout"), number(r, "block_density");
+    number(r, "dropout"), number(r, "block_density"), number(r, "softcap"), number(r, "alibi_max_bias");
     const char *kernel = text(r, "kernel");
     ck_assert_msg(strcmp(kernel, "portable") == 0 || strcmp(kernel, "tensor-core") == 0 ||
                       strcmp(kernel, "tensor-core-emulated") == 0 || strcmp(kernel, "standard") == 0,
@@ -174,7 +174,8 @@ static void check_csv_matches(const char *name, const json_record *records, int 
     char *csv = read_text_file(path);
     const char *header = "impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,"
                          "extra_device_bytes,predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device,"
-                         "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens,kernel\n";
+                         "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens,kernel,softcap,"
+                         "alibi_max_bias\n";
     ck_assert_msg(strncmp(csv, header, strlen(header)) == 0, "CSV header: %.200s", csv);
     const char *line = csv + strlen(header);
     int rows = 0;
@@ -197,6 +198,8 @@ static void check_csv_matches(const char *name, const json_record *records, int 
         }
         ck_assert_str_eq(FIELDS[KERNEL_COLUMN], "kernel");
         ck_assert_str_eq(fields[KERNEL_COLUMN], text(r, "kernel"));
+        for (int k = KERNEL_COLUMN + 1; k < FIELD_COUNT; ++k)
+            ck_assert(fabs(atof(fields[k]) - number(r, FIELDS[k])) <= 1e-6 * fabs(number(r, FIELDS[k])));
         const char *next = strchr(line, '\n');
         line = next ? next + 1 : line + strlen(line);
     }
@@ -371,7 +374,11 @@ START_TEST(bad_options_exit_2) {
                         {"--block-density", "0.5", NULL} /* needs --impl flash */, {"--dropout", "1", NULL},
                         {"--impl", "flash", "--block-density", "0", NULL},
                         {"--impl", "flash", "--dropout", "0.99999999", NULL} /* 1.0 in float */,
-                        {"--tensor-cores", "", NULL} /* 'bogus': tensor_cores_recorded */};
+                        {"--tensor-cores", "", NULL} /* 'bogus': tensor_cores_recorded */,
+                        {"--softcap", "2", NULL} /* needs --impl flash */,
+                        {"--impl", "flash", "--softcap", "0", NULL}, {"--impl", "flash", "--softcap", "-1", NULL},
+                        {"--impl", "flash", "--alibi-max-bias", "nan", NULL},
+                        {"--impl", "flash", "--alibi-max-bias", "1e39", NULL} /* inf in float */};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const int rc = run_bench("bad", cases[i], NULL);
         ck_assert_msg(rc == 2, "%s: exit status %d", cases[i][0], rc);
@@ -403,6 +410,35 @@ START_TEST(block_density_and_dropout_recorded) {
         ck_assert(fabs(number(&records[i], "block_density") - 0.5) < 1e-12);
         ck_assert(fabs(number(&records[i], "dropout") - 0.25) < 1e-6);
     }
+    free(records);
+}
+END_TEST
+
+/* Score-modifier runs (flash only): they run, the table says which modifiers, and the records carry them. */
+START_TEST(score_mods_recorded) {
+    char json[1024], csv[1024];
+    work_path(json, sizeof json, "mods.json");
+    work_path(csv, sizeof csv, "mods.csv");
+    char *args[] = {"--seqlens", "80", "--batch", "1", "--heads", "2", "--head-dim", "16", "--repeat", "1",
+                    "--warmup", "0", "--impl", "flash", "--softcap", "5", "--alibi-max-bias", "8", "--backward",
+                    "--json", json, "--csv", csv, NULL};
+    const int rc = run_bench("mods", args, NULL);
+    char *err = captured("mods", "err");
+    char *out = captured("mods", "out");
+    ck_assert_msg(rc == 0, "exit %d, stderr:\n%s", rc, err);
+    ck_assert_msg(strstr(out, "score modifiers: softcap 5, ALiBi max_bias 8") != NULL, "stdout:\n%s", out);
+    free(err);
+    free(out);
+    json_record *records = NULL;
+    const int count = read_records("mods.json", &records);
+    ck_assert_int_eq(count, 2);
+    for (int i = 0; i < count; ++i) {
+        check_schema(&records[i]);
+        ck_assert_str_eq(text(&records[i], "status"), "ok");
+        ck_assert(fabs(number(&records[i], "softcap") - 5.0) < 1e-12);
+        ck_assert(fabs(number(&records[i], "alibi_max_bias") - 8.0) < 1e-12);
+    }
+    check_csv_matches("mods.csv", records, count);
     free(records);
 }
 END_TEST
@@ -704,6 +740,7 @@ static Suite *bench_suite(void) {
     tcase_add_test(tc, bad_options_exit_2);
     tcase_add_test(tc, help_exits_0);
     tcase_add_test(tc, block_density_and_dropout_recorded);
+    tcase_add_test(tc, score_mods_recorded);
     tcase_add_test(tc, varlen_versus_padded_recorded);
     tcase_add_test(tc, varlen_fixed_lengths_exact);
     tcase_add_test(tc, varlen_bad_values_exit_2);

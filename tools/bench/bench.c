@@ -63,6 +63,14 @@ static void compare_outputs(const float *flash, const float *standard, size_t co
 }
 
 /* Rows for a size whose own tensors could not be allocated. */
+/* --softcap and --alibi-max-bias into a call's extras (0: off, as the library reads it). */
+static void score_mods(const bench_options *o, flashcl_attention_extras *extras) {
+    extras->softcap = (float)o->softcap;
+    extras->alibi_max_bias = (float)o->alibi_max_bias;
+}
+
+static int has_score_mods(const bench_options *o) { return o->softcap > 0.0 || o->alibi_max_bias > 0.0; }
+
 static void record_skipped_size(sweep_state *s, const flashcl_attention_desc *desc, flashcl_status status) {
     const bench_options *o = s->options;
     for (int direction = 0; direction <= (o->backward ? 1 : 0); ++direction)
@@ -77,6 +85,10 @@ static void record_skipped_size(sweep_state *s, const flashcl_attention_desc *de
             r.head_dim = desc->head_dim;
             r.causal = desc->causal;
             r.dtype = desc->dtype;
+            r.dropout = desc->dropout_p;
+            r.block_density = o->block_density;
+            r.softcap = o->softcap;
+            r.alibi_max_bias = o->alibi_max_bias;
             bench_record_clear_measurements(&r);
             r.out_of_memory = status == FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY;
             snprintf(r.status, sizeof r.status, "%s", flashcl_status_string(status));
@@ -140,6 +152,8 @@ static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc
          * flash is timed alone. */
         if (!r->ok && !(impl == FLASHCL_IMPL_STANDARD && (r->out_of_memory || r->unsupported))) s->failed = 1;
         r->block_density = extras ? o->block_density : 1.0;
+        r->softcap = o->softcap;
+        r->alibi_max_bias = o->alibi_max_bias;
     }
     if (varlen) measure_varlen(s, varlen, direction, &records[FLASHCL_IMPL_FLASH]);
     bench_progress_done();
@@ -201,6 +215,7 @@ static int varlen_setup(sweep_state *s, const flashcl_attention_desc *padded, co
     } else {
         flashcl_attention_extras_init(&v->extras);
     }
+    score_mods(o, &v->extras);
     v->extras.cu_seqlens_q = v->extras.cu_seqlens_k = v->batch.cu_seqlens;
     /* The host copies spare each timed call the blocking read-back of the offsets. */
     v->extras.cu_seqlens_q_host = v->extras.cu_seqlens_k_host = v->batch.cu_host;
@@ -244,11 +259,14 @@ static void measure_size(sweep_state *s, int seqlen) {
         bench_buffers_release(&buffers);
         return;
     }
+    if (!mask && has_score_mods(o)) flashcl_attention_extras_init(&extras);
+    if (mask || has_score_mods(o)) score_mods(o, &extras);
+    const flashcl_attention_extras *call_extras = mask || has_score_mods(o) ? &extras : NULL;
     varlen_run varlen;
     const int with_varlen = o->varlen && varlen_setup(s, &desc, &buffers, &varlen);
     const varlen_run *packed = with_varlen ? &varlen : NULL;
-    measure_direction(s, &desc, &buffers, mask ? &extras : NULL, packed, BENCH_DIR_FORWARD);
-    if (o->backward) measure_direction(s, &desc, &buffers, mask ? &extras : NULL, packed, BENCH_DIR_FORWARD_BACKWARD);
+    measure_direction(s, &desc, &buffers, call_extras, packed, BENCH_DIR_FORWARD);
+    if (o->backward) measure_direction(s, &desc, &buffers, call_extras, packed, BENCH_DIR_FORWARD_BACKWARD);
     if (with_varlen) varlen_release(&varlen);
     if (mask) clReleaseMemObject(mask);
     bench_buffers_release(&buffers);

@@ -93,6 +93,10 @@ int bench_write_json(const char *path, const bench_record_list *records) {
         }
         fprintf(f, ", \"kernel\": ");
         write_json_string(f, flashcl_kernel_kind_name(r->kernel));
+        fputs(", \"softcap\": ", f);
+        write_number(f, r->softcap, "null");
+        fputs(", \"alibi_max_bias\": ", f);
+        write_number(f, r->alibi_max_bias, "null");
         fputs(", \"status\": ", f);
         write_json_string(f, r->status);
         fputs(", \"device\": ", f);
@@ -115,7 +119,7 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
     fputs("impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,extra_device_bytes,"
           "predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device", f);
     for (int k = 0; k < VARLEN_FIELDS; ++k) fprintf(f, ",%s", VARLEN_NAMES[k]);
-    fputs(",kernel\n", f);
+    fputs(",kernel,softcap,alibi_max_bias\n", f);
     for (size_t i = 0; i < records->count; ++i) {
         const bench_record *r = &records->items[i];
         fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
@@ -136,7 +140,11 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
             fputc(',', f);
             write_number(f, varlen[k], "");
         }
-        fprintf(f, ",%s\n", flashcl_kernel_kind_name(r->kernel));
+        fprintf(f, ",%s,", flashcl_kernel_kind_name(r->kernel));
+        write_number(f, r->softcap, "");
+        fputc(',', f);
+        write_number(f, r->alibi_max_bias, "");
+        fputc('\n', f);
     }
     return close_output(f, path);
 }

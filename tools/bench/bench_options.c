@@ -3,6 +3,7 @@
 #include "dtype_option.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,11 @@ void bench_print_usage(FILE *out) {
             "  --block-density F     block-sparse: each query block keeps round(F x blocks) key blocks,\n"
             "                        a band shifted by one per row (flash only; TFLOP/s counts dense FLOPs)\n"
             "  --block-size N        block-mask block size (default 128)\n"
+            "  --softcap C           logit soft-capping C * tanh(s / C) of the scaled scores (flash only)\n"
+            "  --alibi-max-bias X    ALiBi with llama.cpp's per-head slopes of max_bias X (flash only); the\n"
+            "                        modifiers' rows are the same calls with the modifier on: their time\n"
+            "                        over a plain run's is the modifier's overhead (records: softcap,\n"
+            "                        alibi_max_bias)\n"
             "  --varlen LO,HI        variable-length versus padded (flash): for each N, the B sequences\n"
             "                        get random lengths uniform in [LO x N, HI x N] (0 < LO <= HI <= 1)\n"
             "                        and are timed packed end to end (cu_seqlens) beside the padded\n"
@@ -276,7 +282,7 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         static const char *const valued[] = {"--seqlens", "--head-dim", "--batch", "--heads", "--dtype",
                                              "--impl", "--repeat", "--warmup", "--device", "--json",
                                              "--csv", "--plot", "--plan", "--tensor-cores", "--f32-precision",
-                                             "--memory-budget", "--dropout",
+                                             "--memory-budget", "--dropout", "--softcap", "--alibi-max-bias",
                                              "--block-density", "--block-size", "--varlen", "--varlen-seed"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; ++k) known |= strcmp(name, valued[k]) == 0;
@@ -329,6 +335,14 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
             if (is_dropout) o->dropout = x;
             else o->block_density = x;
         }
+        else if (strcmp(name, "--softcap") == 0 || strcmp(name, "--alibi-max-bias") == 0) {
+            char *end = NULL;
+            const double x = strtod(value, &end);
+            /* Positive and finite in float, as the library takes them. */
+            bad = !end || *end != '\0' || !(x > 0.0 && isfinite((float)x));
+            if (strcmp(name, "--softcap") == 0) o->softcap = x;
+            else o->alibi_max_bias = x;
+        }
         else if (strcmp(name, "--device") == 0) o->device = value;
         else if (strcmp(name, "--json") == 0) o->json_path = value;
         else if (strcmp(name, "--csv") == 0) o->csv_path = value;
@@ -348,9 +362,10 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         fprintf(err, "flashcl bench: note: standard attention is unavailable in this build "
                      "(FLASHCL_WITH_CLBLAST=OFF): timing flash only\n");
     }
-    if ((o->dropout > 0.0 || o->block_density < 1.0) && o->run_impl[FLASHCL_IMPL_STANDARD]) {
-        fprintf(err, "flashcl bench: --dropout and --block-density need --impl flash (the standard "
-                     "implementation has neither)\n");
+    if ((o->dropout > 0.0 || o->block_density < 1.0 || o->softcap > 0.0 || o->alibi_max_bias > 0.0) &&
+        o->run_impl[FLASHCL_IMPL_STANDARD]) {
+        fprintf(err, "flashcl bench: --dropout, --block-density, --softcap and --alibi-max-bias need --impl flash "
+                     "(the standard implementation has none of them)\n");
         return BENCH_PARSE_ERROR;
     }
     if (o->varlen_seed_given && !o->varlen) {

@@ -37,6 +37,8 @@ typedef struct bench_options {
     double dropout;       /* 0: none; flash only */
     double block_density; /* 1: dense; below 1 a block mask keeps this fraction of key blocks; flash only */
     int block_size;       /* of the block mask */
+    double softcap;        /* --softcap: logit soft-capping cap (0: none); flash only */
+    double alibi_max_bias; /* --alibi-max-bias: ALiBi with llama.cpp's slopes of this max_bias (0: none); flash only */
     /* --varlen LO,HI: beside each flash row (the padded batch, B sequences
      * of N), the same B sequences at random lengths in [LO x N, HI x N],
      * packed, are timed too. */

@@ -22,6 +22,8 @@ typedef struct bench_record {
     double max_abs_err;
     double dropout;       /* dropout probability of the run (0: none) */
     double block_density; /* fraction of key blocks computed (1: dense) */
+    double softcap;        /* --softcap of the run (0: none) */
+    double alibi_max_bias; /* --alibi-max-bias of the run (0: none) */
     /* --varlen, flash rows: this row's call is the padded batch (every
      * sequence at N); the same B sequences at random lengths, packed, were
      * timed beside it. NaN otherwise. */

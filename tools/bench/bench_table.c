@@ -95,6 +95,8 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
                 direction == BENCH_DIR_FORWARD ? "forward" : "forward+backward", o->head_dim, bench_heads_for(o),
                 o->causal ? "causal" : "not causal", cli_dtype_word(o->dtype), o->repeat, o->warmup,
                 records->device);
+        if (o->softcap > 0.0 || o->alibi_max_bias > 0.0)
+            fprintf(out, "score modifiers: softcap %g, ALiBi max_bias %g (0: off)\n", o->softcap, o->alibi_max_bias);
         if (o->dropout > 0.0 || o->block_density < 1.0)
             fprintf(out, "dropout %g, block density %g (block size %d; TFLOP/s counts the dense FLOPs)\n",
                     o->dropout, o->block_density, o->block_size);
