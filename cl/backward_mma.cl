@@ -71,6 +71,16 @@
 // The LSE of a query row in log2 units, as the exponent subtracts it: +inf
 // for rows past the end and rows that saw no key (LSE -inf), so their P is
 // exactly 0.
+// With score modifiers (cl/common.cl) the scores are scaled and modified where
+// they are recomputed, as the forward did, so the exponents take log2(e)
+// alone; dS is then multiplied by soft-capping's derivative, and dK and dQ
+// are scaled once at the end as without modifiers (d(scale q.k)/dq = scale k).
+#if FLASHCL_SCORE_MODS
+#define SCORE_SCALE2(scale) M_LOG2E_F
+#else
+#define SCORE_SCALE2(scale) ((scale) * M_LOG2E_F)
+#endif
+
 inline float lse_log2(__global const float *lse, ulong index, bool valid) {
     const float x = valid ? lse[index] : -INFINITY;
     return x == -INFINITY ? INFINITY : x * M_LOG2E_F;
@@ -105,7 +115,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     __global const float *delta, __global storage_t *dk, ulong dk_offset, ulong dk_stride_b, ulong dk_stride_h,
     ulong dk_stride_s, __global storage_t *dv, ulong dv_offset, ulong dv_stride_b, ulong dv_stride_h,
-    ulong dv_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    ulong dv_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,
+    int causal FLASHCL_SCORE_MOD_PARAMS) {
     // A block of Q rows and of dO rows, queries x dims, with their LSE (log2
     // units) and D.
     __local uint4 q_tile4[BLOCK_Q * ROW_WORDS / 4];
@@ -135,7 +146,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     float4 dk_acc[DIM_TILES], dv_acc[DIM_TILES];
     UNROLL_ALWAYS
     for (int j = 0; j < DIM_TILES; ++j) dk_acc[j] = dv_acc[j] = (float4)(0.0f);
-    const float scale2 = scale * M_LOG2E_F;
+    const float scale2 = SCORE_SCALE2(scale);
 
     // Bottom-right causal alignment: query i sees keys j <= i + diagonal, so
     // queries before key0 - diagonal see none of this group's keys.
@@ -150,6 +161,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)hq * do_stride_h;
         const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)hq * lse_stride_h;
         const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)hq) * (ulong)seqlen_q;
+#if FLASHCL_ALIBI
+        const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, hq);
+#endif
         for (int q0 = q_start; q0 < seqlen_q; q0 += BLOCK_Q) {
             FETCH_TILE(q_tile4, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
             FETCH_TILE(do_tile4, dout, do_base, do_stride_s, q0, seqlen_q, BLOCK_Q);
@@ -197,6 +211,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                     const int col = n * 8 + 2 * t;
                     const float l0 = lse_tile[col], l1 = lse_tile[col + 1];
                     const float d0 = delta_tile[col], d1 = delta_tile[col + 1];
+#if FLASHCL_SCORE_MODS
+                    float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
+                    {
+                        const int pos = q0 + col + diagonal;
+                        st[n].x = FLASHCL_SCORE_MOD(st[n].x * scale, g0, alibi_slope, pos, key_top);
+                        st[n].y = FLASHCL_SCORE_MOD(st[n].y * scale, g1, alibi_slope, pos + 1, key_top);
+                        st[n].z = FLASHCL_SCORE_MOD(st[n].z * scale, g2, alibi_slope, pos, key_bottom);
+                        st[n].w = FLASHCL_SCORE_MOD(st[n].w * scale, g3, alibi_slope, pos + 1, key_bottom);
+                    }
+#endif
                     float4 p = (float4)(EXP2(fma(st[n].x, scale2, -l0)), EXP2(fma(st[n].y, scale2, -l1)),
                                         EXP2(fma(st[n].z, scale2, -l0)), EXP2(fma(st[n].w, scale2, -l1)));
                     if (masked) {
@@ -207,7 +231,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                         if (bottom_out || (causal && key_bottom > query + diagonal)) p.z = 0.0f;
                         if (bottom_out || (causal && key_bottom > query + 1 + diagonal)) p.w = 0.0f;
                     }
+#if FLASHCL_SOFTCAP
+                    const float4 ds = p * (dpt[n] - (float4)(d0, d1, d0, d1)) * (float4)(g0, g1, g2, g3);
+#else
                     const float4 ds = p * (dpt[n] - (float4)(d0, d1, d0, d1));
+#endif
                     P_TO_A(pa, n, p);
                     P_TO_A(dsa, n, ds);
                 }
@@ -251,7 +279,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global const storage_t *dout, ulong do_offset, ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
     __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     __global const float *delta, __global storage_t *dq, ulong dq_offset, ulong dq_stride_b, ulong dq_stride_h,
-    ulong dq_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    ulong dq_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,
+    int causal FLASHCL_SCORE_MOD_PARAMS) {
     __local uint4 k_tile4[BLOCK_K * ROW_WORDS / 4];
     __local uint4 v_tile4[BLOCK_K * ROW_WORDS / 4];
     __local const uint *k_tile = (__local const uint *)k_tile4;
@@ -287,7 +316,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     float4 dq_acc[DIM_TILES];
     UNROLL_ALWAYS
     for (int j = 0; j < DIM_TILES; ++j) dq_acc[j] = (float4)(0.0f);
-    const float scale2 = scale * M_LOG2E_F;
+    const float scale2 = SCORE_SCALE2(scale);
+#if FLASHCL_ALIBI
+    const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
 
     const int diagonal = seqlen_k - seqlen_q;
     int key_end = seqlen_k;
@@ -330,6 +362,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             uint dsa[KEY_STEPS][4];
             UNROLL_ALWAYS
             for (int n = 0; n < KEY_TILES; ++n) {
+#if FLASHCL_SCORE_MODS
+                float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
+                {
+                    const int col = k0 + n * 8 + 2 * t;
+                    s[n].x = FLASHCL_SCORE_MOD(s[n].x * scale, g0, alibi_slope, row_top + diagonal, col);
+                    s[n].y = FLASHCL_SCORE_MOD(s[n].y * scale, g1, alibi_slope, row_top + diagonal, col + 1);
+                    s[n].z = FLASHCL_SCORE_MOD(s[n].z * scale, g2, alibi_slope, row_bottom + diagonal, col);
+                    s[n].w = FLASHCL_SCORE_MOD(s[n].w * scale, g3, alibi_slope, row_bottom + diagonal, col + 1);
+                }
+#endif
                 float4 p = (float4)(EXP2(fma(s[n].x, scale2, -lse_top)), EXP2(fma(s[n].y, scale2, -lse_top)),
                                     EXP2(fma(s[n].z, scale2, -lse_bottom)), EXP2(fma(s[n].w, scale2, -lse_bottom)));
                 if (masked) {
@@ -340,7 +382,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                     if (left_out || (causal && col > row_bottom + diagonal)) p.z = 0.0f;
                     if (right_out || (causal && col + 1 > row_bottom + diagonal)) p.w = 0.0f;
                 }
+#if FLASHCL_SOFTCAP
+                const float4 ds = p * (dp[n] - (float4)(delta_top, delta_top, delta_bottom, delta_bottom)) *
+                                  (float4)(g0, g1, g2, g3);
+#else
                 const float4 ds = p * (dp[n] - (float4)(delta_top, delta_top, delta_bottom, delta_bottom));
+#endif
                 P_TO_A(dsa, n, ds);
             }
             // dQ += dS K: K as V is in the forward's P V.

@@ -16,10 +16,10 @@ static int alibi_on(const flashcl_features *f) { return f->alibi; }
 
 /* Every feature, once: its name in messages, whether a call uses it, the
  * define its kernels are built with, whether the portable forward's split-KV
- * and the tensor-core forward take it. Which kernel families take features is
+ * and the tensor-core kernels take it. Which kernel families take features is
  * the dispatcher's decision (today: the portable kernels take all of them, the
- * decode kernel the window and the score modifiers, the tensor-core forward
- * the score modifiers, the tensor-core backward none);
+ * decode kernel the window and the score modifiers, the tensor-core kernels
+ * the score modifiers);
  * the IO model (io_model.c) counts the window's band, and counts a block
  * mask and a packed batch as dense and padded (their contents live on the
  * device): an upper bound. */
@@ -29,7 +29,7 @@ static const flashcl_feature_def feature_table[] = {
     {"dropout", dropout_on, "FLASHCL_DROPOUT", 0, 0},
     {"variable-length batch", varlen_on, "FLASHCL_VARLEN", 0, 0},
     /* The score modifiers change each score where it is computed, whatever
-     * the tiles or the key chunk: split-KV and the tensor-core forward take them. */
+     * the tiles or the key chunk: split-KV and the tensor-core kernels take them. */
     {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, 1},
     {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, 1},
 };
@@ -47,9 +47,9 @@ const char *flashcl_features_first(const flashcl_features *f) {
     return NULL;
 }
 
-int flashcl_features_tensor_core_forward(const flashcl_features *f) {
+int flashcl_features_tensor_core(const flashcl_features *f) {
     for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
-        if (feature_table[i].on(f) && !feature_table[i].tensor_core_forward) return 0;
+        if (feature_table[i].on(f) && !feature_table[i].tensor_core) return 0;
     return 1;
 }
 

@@ -84,7 +84,7 @@ typedef struct flashcl_feature_def {
     int (*on)(const flashcl_features *f);     /* whether a call uses it */
     const char *define;                       /* -D<define>=1 for its kernels */
     int split_kv;                             /* 1: the portable forward's split-KV takes it (cl/forward.cl) */
-    int tensor_core_forward;                  /* 1: the tensor-core forward takes it (cl/forward_mma.cl) */
+    int tensor_core;                          /* 1: the tensor-core kernels take it (cl/forward_mma.cl, backward_mma.cl) */
 } flashcl_feature_def;
 
 /* The table, in the order options and messages use. */
@@ -96,8 +96,8 @@ int flashcl_features_any(const flashcl_features *f);
 /* The name of the call's first feature in the table, NULL for a dense call. */
 const char *flashcl_features_first(const flashcl_features *f);
 
-/* 1 if the tensor-core forward takes every feature the call uses (a dense call included). */
-int flashcl_features_tensor_core_forward(const flashcl_features *f);
+/* 1 if the tensor-core kernels take every feature the call uses (a dense call included). */
+int flashcl_features_tensor_core(const flashcl_features *f);
 
 /* 1 if the call uses a feature the portable forward's split-KV does not take. */
 int flashcl_features_block_split(const flashcl_features *f);
@@ -140,7 +140,7 @@ void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, con
                           cl_mem alibi_slopes);
 
 /* The score modifiers' arguments alone (FLASHCL_SCORE_MOD_PARAMS): the tail of flashcl_arg_features, and all the
- * tensor-core forward takes. */
+ * tensor-core kernels take. */
 void flashcl_arg_score_mods(flashcl_kernel_args *a, const flashcl_features *f, cl_mem alibi_slopes);
 
 /* floor(p * 2^32): an element is kept when its Philox word is at least this. */

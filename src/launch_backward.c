@@ -100,7 +100,10 @@ static cl_int set_arguments(const flashcl_exec_plan *plan, const flashcl_attenti
         flashcl_arg_int(&a, desc->seqlen_k);
         flashcl_arg_float(&a, scale);
         flashcl_arg_int(&a, f->causal);
-        if (plan->portable_args) flashcl_arg_features(&a, f, &tiles[k - FLASHCL_KERNEL_DKDV], slopes);
+        if (plan->portable_args)
+            flashcl_arg_features(&a, f, &tiles[k - FLASHCL_KERNEL_DKDV], slopes);
+        else
+            flashcl_arg_score_mods(&a, f, slopes); /* all the tensor-core kernels take */
         if (error == CL_SUCCESS) error = a.error;
     }
     return error;

@@ -348,10 +348,10 @@ START_TEST(decode_rows) {
 }
 END_TEST
 
-/* The tensor-core forward (emulated here; real on NVIDIA) takes the modifiers in its own build: f16 and 3xTF32
- * f32, causal GQA with rows past the diagonal and a partial key block, softcap 5 and llama.cpp's slopes; the
- * backward of the f32 call runs the portable kernels (the tensor-core backward takes no features). */
-START_TEST(tensor_core_forward) {
+/* The tensor-core kernels (emulated here; real on NVIDIA) take the modifiers in builds of their own: causal GQA
+ * with rows past the diagonal and a partial key block, softcap 5 and llama.cpp's slopes; forward and backward in
+ * 3xTF32 f32 (gradients judged in f32), the forward in f16. */
+START_TEST(tensor_core_kernels) {
     float slopes[4];
     llama_slopes(4, 8.0f, slopes);
     flashcl_context *ctx = ts_context();
@@ -374,7 +374,10 @@ START_TEST(tensor_core_forward) {
         fh_result r;
         if (f32) { /* gradients judged in f32 (the 16-bit rule is the forward's) */
             run_and_check(ctx, &c, &in, 1, &ex, &mods, &r);
-            ck_assert_int_eq(last_stats(ctx).kernel, FLASHCL_KERNEL_PORTABLE); /* the backward, last */
+            const flashcl_call_stats backward = last_stats(ctx);
+            ck_assert_int_eq(backward.pass, FLASHCL_PASS_BACKWARD);
+            ck_assert_int_eq(backward.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+            ck_assert_ptr_nonnull(strstr(backward.build_options, "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1"));
             fh_result_free(&r);
         }
         run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
@@ -480,8 +483,8 @@ static flashcl_call_stats explain(flashcl_context *ctx, flashcl_pass pass, const
 
 /* A dense call builds exactly what it did before the modifiers existed (the same options, so the same program
  * cache key): no extras, extras with every modifier off, and an older caller's smaller extras whose bytes past
- * its size are garbage. The modifiers add their two defines and nothing else; the tensor-core forward takes them,
- * the tensor-core backward hands them to the portable kernels; split-KV takes them. */
+ * its size are garbage. The modifiers add their two defines and nothing else, the tensor-core kernels' as the
+ * portable ones'; split-KV takes them. */
 START_TEST(dispatch_options) {
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
@@ -508,12 +511,14 @@ START_TEST(dispatch_options) {
         const flashcl_call_stats portable = explain(ctx, (flashcl_pass)pass, &d, NULL);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
         const flashcl_call_stats modded = explain(ctx, (flashcl_pass)pass, &d, &mods);
-        const int forward = pass == FLASHCL_PASS_FORWARD;
-        ck_assert_int_eq(modded.kernel, forward ? FLASHCL_KERNEL_TENSOR_CORE_EMULATED : FLASHCL_KERNEL_PORTABLE);
+        ck_assert_int_eq(modded.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
         char expected[FLASHCL_BUILD_OPTIONS_CAPACITY + 64];
-        snprintf(expected, sizeof expected, "%s -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1",
-                 forward ? dense.build_options : portable.build_options);
+        snprintf(expected, sizeof expected, "%s -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1", dense.build_options);
         ck_assert_str_eq(modded.build_options, expected);
+        ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
+        snprintf(expected, sizeof expected, "%s -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1", portable.build_options);
+        ck_assert_str_eq(explain(ctx, (flashcl_pass)pass, &d, &mods).build_options, expected);
+        ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
         ck_assert(strstr(portable.build_options, "SOFTCAP") == NULL && strstr(portable.build_options, "ALIBI") == NULL);
     }
     /* Split-KV (the portable forward, decode kernel off) takes the modifiers. */
@@ -664,7 +669,7 @@ static Suite *score_mods_suite(void) {
     tcase_add_test(tc, alibi_window_sources);
     tcase_add_test(tc, varlen_block_mask_dropout);
     tcase_add_test(tc, decode_rows);
-    tcase_add_test(tc, tensor_core_forward);
+    tcase_add_test(tc, tensor_core_kernels);
     tcase_add_test(tc, kv_cache_rows);
     suite_add_tcase(s, tc);
     return s;
