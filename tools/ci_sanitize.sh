@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The sanitizer stage of CI (.ci/run runs it after the normal tests; a fresh Debian 12 machine is enough):
 #   1. ASan + UBSan + LSan (build-asan/): the error and API suites, the .npy and half-float suites, the
-#      threads test and `flashcl run` forward+backward (--check, gradients, features, malformed files)
-#      on POCL, through ctest -R;
+#      threads test, `flashcl run` forward+backward (--check, gradients, features, malformed files) and
+#      the PTX rewrite's suites on POCL, through ctest -R;
 #   2. TSan (build-tsan/): tests/sanitize/test_threads.c on POCL, two threads at once;
-#   3. libFuzzer (build-fuzz/): tests/fuzz/fuzz_npy on the .npy reader for FLASHCL_FUZZ_SECONDS (60).
+#   3. libFuzzer (build-fuzz/): tests/fuzz/fuzz_npy on the .npy reader for FLASHCL_FUZZ_SECONDS (60), then
+#      tests/fuzz/fuzz_ptx_rewrite on the PTX rewrite (src/ptx_rewrite.c) for half as long.
 # Any sanitizer report, leak or fuzzer crash fails the stage (exit status 1). 2 to 3.5 minutes on 2 cores
 # from scratch. The compiler is clang-15, the one POCL depends on (its sanitizer runtimes and libFuzzer
 # come in libclang-common-15-dev); llvm-15 brings llvm-symbolizer for readable reports.
@@ -75,9 +76,10 @@ require_tests() {
 if [[ " $steps " == *" asan "* ]]; then
   begin "ASan+UBSan build"
   configure build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
-    -DFLASHCL_TEST_AREAS="forward;backward;cli;abi"
+    -DFLASHCL_TEST_AREAS="forward;backward;cli;abi;ptx"
   cmake --build build-asan -j"$jobs" --target flashcl_cli cli_make_inputs cli_test_npy cli_test_half_float \
-    test_forward_errors test_backward_api test_threads test_struct_sizes test_struct_sizes_device
+    test_forward_errors test_backward_api test_threads test_struct_sizes test_struct_sizes_device test_ptx_rewrite \
+    test_ptx_sm90a
   end "ASan+UBSan build"
 
   # On POCL: the error and API suites, the struct_size protocol's suites (they read and write callers'
@@ -89,7 +91,7 @@ if [[ " $steps " == *" asan "* ]]; then
          cli_backward_flash_gqa_f32_bshd_causal_pocl cli_backward_flash_gqa_f16_bhsd_causal_pocl
          cli_window_block_mask_pocl cli_dropout_pocl cli_varlen_pocl cli_varlen_block_mask_pocl
          cli_block_mask_wrong_shape_pocl cli_varlen_block_mask_wrong_shape_pocl cli_device_not_found_pocl
-         cli_check_reports_both_passes_pocl cli_version)
+         cli_check_reports_both_passes_pocl cli_version ptx_rewrite ptx_sm90a_pocl)
   require_tests build-asan "${named[@]}"
   asan_tests="^($(IFS='|'; echo "${named[*]}")|cli_malformed_.*_pocl|cli_usage_.*)\$"
 
@@ -149,7 +151,7 @@ if [[ " $steps " == *" fuzz "* ]]; then
   begin "libFuzzer build and ${fuzz_seconds} s run of fuzz_npy"
   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER="$cc" -DFLASHCL_FUZZ=ON -DFLASHCL_WERROR=OFF -DFLASHCL_BUILD_TOOLS=OFF \
     -DFLASHCL_TEST_AREAS= >/dev/null
-  cmake --build build-fuzz -j"$jobs" --target fuzz_npy
+  cmake --build build-fuzz -j"$jobs" --target fuzz_npy fuzz_ptx_rewrite
   # New inputs go into npy_corpus_work (kept between runs on one machine); the seeds in the
   # repository are only read. A crash, leak, sanitizer report, broken npy.h promise (abort), an
   # input slower than -timeout seconds or a process above -rss_limit_mb fails the run and leaves
@@ -165,6 +167,19 @@ if [[ " $steps " == *" fuzz "* ]]; then
   if ((status != 0)); then
     tail -n 80 "$log"
     echo "ci_sanitize: fuzz_npy failed (exit $status); the input is in build-fuzz/ (crash-*, leak-*, timeout-*, oom-*)" >&2
+    exit 1
+  fi
+  # The PTX rewrite takes text from a driver: the same rules, half the time, its own seeds and corpus.
+  mkdir -p build-fuzz/ptx_corpus_work
+  log=build-fuzz/fuzz_ptx_rewrite.log
+  ASAN_SYMBOLIZER_PATH=$symbolizer UBSAN_OPTIONS=print_stacktrace=1 \
+    build-fuzz/tests/fuzz/fuzz_ptx_rewrite -max_total_time="$(((fuzz_seconds + 1) / 2))" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-fuzz/ptx- build-fuzz/ptx_corpus_work \
+    tests/fuzz/ptx_corpus >"$log" 2>&1 || status=$?
+  grep -E "^(INFO: seed corpus|#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::peak_rss_mb|stat::new_units_added)" "$log" || true
+  if ((status != 0)); then
+    tail -n 80 "$log"
+    echo "ci_sanitize: fuzz_ptx_rewrite failed (exit $status); the input is in build-fuzz/ (ptx-crash-*, ...)" >&2
     exit 1
   fi
   end "libFuzzer"
