@@ -38,4 +38,5 @@ void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, con
         flashcl_arg_ulong(a, f->alibi_offset);
         flashcl_arg_ulong(a, f->alibi_stride_b);
     }
+    if (f->bias) flashcl_arg_tensor(a, &f->bias_view);
 }

@@ -15,9 +15,9 @@
 
 static const size_t options_versions[] = {sizeof(flashcl_context_options)};
 static const size_t desc_versions[] = {sizeof(flashcl_attention_desc)};
-/* Version 2 appended the score modifiers (softcap, ALiBi). */
+/* Version 2 appended the score modifiers (softcap, ALiBi), version 3 the additive bias and its gradient. */
 static const size_t extras_versions[] = {offsetof(flashcl_attention_extras, softcap),
-                                         sizeof(flashcl_attention_extras)};
+                                         offsetof(flashcl_attention_extras, bias), sizeof(flashcl_attention_extras)};
 static const size_t limits_versions[] = {sizeof(flashcl_device_limits)};
 static const size_t stats_versions[] = {sizeof(flashcl_call_stats)};
 static const size_t kv_cache_versions[] = {sizeof(flashcl_kv_cache)};
