@@ -481,7 +481,8 @@ typedef struct flashcl_attention_extras {
      *      s = s - slope[b][h] * |pos_i - j| with pos_i = i + seqlen_k -
      *      seqlen_q, the bottom-right alignment causal and the window use
      *      (with causal only j <= pos_i remain: the one-sided form). With a
-     *      packed batch, b is the sequence and the lengths its own;
+     *      packed batch, b is the sequence and the lengths its own; the
+     *      additive bias (bias, below) is added at this step too;
      *   3. the masks (causal, window, block mask, the sequence ends) hide
      *      pairs as before.
      * LSE is that of the modified scores. The backward recomputes the same
