@@ -349,6 +349,69 @@ START_TEST(half_storage) {
 }
 END_TEST
 
+/* ---- determinism across plans ------------------------------------------------------------- */
+
+/* dBias (and dQ, dK, dV) of one backward on ctx, read back as floats ((B, 1, Sq, Sk) for dBias). */
+static void backward_bits(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, cl_mem bias, float *dbias,
+                          fh_result *r) {
+    const size_t sq = (size_t)c->desc.seqlen_q, sk = (size_t)c->desc.seqlen_k;
+    ts_tensor tdb;
+    ts_tensor_create(&tdb, flashcl_context_cl_context(ctx), &contiguous, 2, 1, sq, sk, FLASHCL_DTYPE_F32, NULL);
+    flashcl_attention_extras ex = no_extras();
+    ex.bias = (flashcl_tensor){bias, 0, plane(c), 0, sk};
+    ex.bias_batch = 2;
+    ex.bias_heads = 1;
+    ex.dbias = tdb.view;
+    fh_run_ex(ctx, c, in, 1, &ex, r);
+    ts_tensor_read_output(flashcl_context_queue(ctx), &tdb, "dBias", dbias);
+    ts_tensor_free(&tdb);
+}
+
+/* The backward's sums run in a fixed order whatever the tiles, so two forced backward plans (small tiles with
+ * many skipped and boundary blocks, and narrow ones) give the default plan's dBias, dQ, dK and dV bit for bit,
+ * causal rows' skipped keys included; and a second run on the same context gives the same bits. */
+START_TEST(plans_agree) {
+    const fh_case c = make_case("45x70 d32 causal gqa 4/2 bias (B, 1), three backward plans", 2, 4, 2, 45, 70, 32, 1);
+    fh_inputs in;
+    fh_inputs_make(&c, 68, &in);
+    const size_t n = 2 * plane(&c);
+    float *bias_values = random_bias(&c, 2, 1, 700, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
+    static const flashcl_plan plans[2] = {{16, 16, 4, 4, 0, 0}, {8, 32, 8, 4, 0, 0}};
+    float *first = malloc(n * sizeof *first), *other = malloc(n * sizeof *other);
+    ck_assert(first && other);
+    fh_result base;
+    flashcl_context *ctx = portable_context();
+    cl_mem bias = ts_buffer(flashcl_context_cl_context(ctx), n * sizeof(float), bias_values);
+    backward_bits(ctx, &c, &in, bias, first, &base);
+    for (int p = -1; p < 2; ++p) {
+        flashcl_context *run_ctx = ctx;
+        cl_mem run_bias_buffer = bias;
+        if (p >= 0) {
+            run_ctx = portable_context();
+            ck_assert_int_eq(flashcl_context_force_plan(run_ctx, FLASHCL_PASS_BACKWARD, &plans[p]), FLASHCL_SUCCESS);
+            run_bias_buffer = ts_buffer(flashcl_context_cl_context(run_ctx), n * sizeof(float), bias_values);
+        }
+        fh_result r;
+        backward_bits(run_ctx, &c, &in, run_bias_buffer, other, &r);
+        ck_assert_msg(memcmp(first, other, n * sizeof *first) == 0, "%s: dBias differs under plan %d", c.name, p);
+        ck_assert_msg(memcmp(base.dq, r.dq, in.q_count * sizeof(float)) == 0, "%s: dQ differs under plan %d", c.name,
+                      p);
+        ck_assert_msg(memcmp(base.dk, r.dk, in.kv_count * sizeof(float)) == 0, "%s: dK differs under plan %d", c.name,
+                      p);
+        fh_result_free(&r);
+        if (p >= 0) {
+            clReleaseMemObject(run_bias_buffer);
+            flashcl_context_free(run_ctx);
+        }
+    }
+    fh_result_free(&base);
+    clReleaseMemObject(bias);
+    flashcl_context_free(ctx);
+    free(first), free(other), free(bias_values);
+    fh_inputs_free(&in);
+}
+END_TEST
+
 /* ---- what the dispatcher builds ----------------------------------------------------------- */
 
 static flashcl_call_stats explain(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *d,
@@ -579,6 +642,7 @@ static Suite *bias_suite(void) {
     tcase_add_test(tc, softcap_alibi_causal_gqa);
     tcase_add_test(tc, window_dropout);
     tcase_add_test(tc, half_storage);
+    tcase_add_test(tc, plans_agree);
     suite_add_tcase(s, tc);
     return s;
 }
