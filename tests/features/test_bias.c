@@ -194,7 +194,7 @@ END_TEST
 
 /* A shared bias with -inf: row 0 entirely (an empty row: O 0, LSE -inf, zero gradients and dBias), row 1 but one
  * key, scattered pairs elsewhere; keys biased by +-1e4 (they dominate or vanish); then a bias of -inf everywhere
- * (every row empty). */
+ * (every row empty); then one NaN (its row NaN, not empty). */
 START_TEST(infinite_and_large) {
     const fh_case c = make_case("37x53 d32 gqa 4/2 bias -inf rows, 1e4", 2, 4, 2, 37, 53, 32, 0);
     fh_inputs in;
@@ -212,6 +212,27 @@ START_TEST(infinite_and_large) {
     run_bias(ctx, &c, &in, 1, no_extras(), mods, bias, 1, 1, FLASHCL_DTYPE_F32, &contiguous);
     for (size_t i = 0; i < plane(&c); ++i) bias[i] = -INFINITY;
     run_bias(ctx, &c, &in, 1, no_extras(), mods, bias, 1, 1, FLASHCL_DTYPE_F32, &contiguous);
+
+    /* A NaN bias is no mask: the row it is in becomes NaN (O and LSE) by IEEE arithmetic, the others do not. */
+    for (size_t i = 0; i < plane(&c); ++i) bias[i] = 0.0f;
+    bias[5 * (size_t)sk + 3] = NAN;
+    cl_mem buffer = ts_buffer(flashcl_context_cl_context(ctx), plane(&c) * sizeof(float), bias);
+    flashcl_attention_extras ex = no_extras();
+    ex.bias = (flashcl_tensor){buffer, 0, 0, 0, (size_t)sk};
+    ex.bias_batch = ex.bias_heads = 1;
+    fh_result r;
+    fh_run_ex(ctx, &c, &in, 0, &ex, &r);
+    for (size_t bh = 0; bh < 8; ++bh)
+        for (int i = 4; i <= 6; ++i) {
+            const size_t row = bh * 37 + (size_t)i;
+            ck_assert_msg(isnan(r.lse[row]) == (i == 5), "%s: NaN bias: LSE of row %zu is %g", c.name, row,
+                          (double)r.lse[row]);
+            for (int t = 0; t < 32; ++t)
+                ck_assert_msg(isnan(r.o[row * 32 + (size_t)t]) == (i == 5), "%s: NaN bias: O[%zu][%d] is %g", c.name,
+                              row, t, (double)r.o[row * 32 + (size_t)t]);
+        }
+    fh_result_free(&r);
+    clReleaseMemObject(buffer);
     free(bias);
     fh_inputs_free(&in);
     flashcl_context_free(ctx);
