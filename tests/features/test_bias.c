@@ -313,6 +313,15 @@ START_TEST(softcap_alibi_causal_gqa) {
     flashcl_call_stats s;
     ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
     ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_PORTABLE);
+    /* The forward that ran was split along the keys (what the dispatcher says of the same call). */
+    cl_mem buffer = ts_buffer(flashcl_context_cl_context(ctx), 6 * plane(&c) * sizeof(float), bias);
+    ex.bias = (flashcl_tensor){buffer, 0, 0, plane(&c), 45};
+    ex.bias_batch = 1;
+    ex.bias_heads = 6;
+    ck_assert_int_eq(flashcl_explain_call(ctx, FLASHCL_PASS_FORWARD, &c.desc, &ex, &s), FLASHCL_SUCCESS);
+    ck_assert_int_gt(s.kv_splits, 1);
+    ck_assert_ptr_nonnull(strstr(s.build_options, "-DFLASHCL_SPLIT_KV=1"));
+    clReleaseMemObject(buffer);
     free(bias);
     fh_inputs_free(&in);
     flashcl_context_free(ctx);
