@@ -400,14 +400,25 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #define DBIAS_PARAMS \
     , __global float *dbias, ulong dbias_offset, ulong dbias_stride_b, ulong dbias_stride_h, ulong dbias_stride_s, \
         int write_dbias
-// dS of the pair into the tile (soft-capping's chain applied) and, unchained, into dBias.
+// dS of the pair into the tile (soft-capping's chain applied) and, unchained, into dBias. A hidden pair's dS is
+// 0 * (dP - D), -0 where dP < D: dBias takes it as +0, the zero written for the pairs a loop skips, so it has
+// the same bits whichever tiles computed it. On the bits, not `x + 0.0f`: Mesa's compiler folds that to x.
+#define DBIAS_PLUS_ZERO(x) as_float(as_uint(x) == 0x80000000u ? 0u : as_uint(x))
 #define DQ_DS(value)                                                                                     \
     {                                                                                                    \
         const float ds_score = (value);                                                                  \
         if (write_dbias && row < seqlen_q && key < seqlen_k)                                             \
-            dbias[dbias_base + (ulong)row * dbias_stride_s + (ulong)key] = ds_score;                     \
+            dbias[dbias_base + (ulong)row * dbias_stride_s + (ulong)key] = DBIAS_PLUS_ZERO(ds_score);    \
         ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = SOFTCAP_CHAIN(ds_score);                          \
     }
+// dBias of the work-group's rows at keys [first, end) is 0 (keys its loop does not compute: every pair is off).
+#define DBIAS_ZERO_KEYS(first, end)                                                                      \
+    if (write_dbias)                                                                                     \
+        for (int r = 0; r < BLOCK_K && q0 + r < seqlen_q; ++r) {                                         \
+            const ulong row_base = dbias_base + (ulong)(q0 + r) * dbias_stride_s;                        \
+            for (int key = (first) + lid; key < min((end), seqlen_k); key += WG_SIZE)                    \
+                dbias[row_base + (ulong)key] = 0.0f;                                                     \
+        }
 #else
 #define DBIAS_PARAMS
 #endif
@@ -507,7 +518,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         for (int j = 0; j < DIMS_PER_ITEM; ++j) dq_acc[a][j] = 0.0f;
 
     for (int s0 = key_begin; s0 < key_end; s0 += BLOCK_Q) {
-#if FLASHCL_BLOCK_MASK
+#if FLASHCL_BLOCK_MASK && FLASHCL_BIAS
+        if (tile_row[s0 / BLOCK_Q] == 0) { // uniform: every pair of the tile is off, its dBias 0
+            DBIAS_ZERO_KEYS(s0, s0 + BLOCK_Q);
+            continue;
+        }
+#elif FLASHCL_BLOCK_MASK
         if (tile_row[s0 / BLOCK_Q] == 0) continue; // uniform: every pair of the tile is off
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -572,14 +588,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_BIAS
     // dBias of the pairs the loop never reached (past the causal diagonal, outside the window) is 0: written
     // here so every element of dBias is, with no fill beforehand. The loop covered whole steps from key_begin.
-    if (write_dbias) {
+    {
         const int reached = key_begin < key_end ? key_begin + (key_end - key_begin + BLOCK_Q - 1) / BLOCK_Q * BLOCK_Q
                                                 : key_begin;
-        for (int r = 0; r < BLOCK_K && q0 + r < seqlen_q; ++r) {
-            const ulong row_base = dbias_base + (ulong)(q0 + r) * dbias_stride_s;
-            for (int key = lid; key < key_begin; key += WG_SIZE) dbias[row_base + (ulong)key] = 0.0f;
-            for (int key = reached + lid; key < seqlen_k; key += WG_SIZE) dbias[row_base + (ulong)key] = 0.0f;
-        }
+        DBIAS_ZERO_KEYS(0, key_begin);
+        DBIAS_ZERO_KEYS(reached, seqlen_k);
     }
 #endif
 

@@ -544,10 +544,10 @@ typedef struct flashcl_attention_extras {
      * (FLASHCL_ERROR_BUFFER_TOO_SMALL), no output overlapping it
      * (FLASHCL_ERROR_ALIASING). The flash implementation's portable kernels
      * run it (forward, split-KV, backward) with causal, GQA, the window,
-     * dropout and the other score modifiers; a call that would take the
-     * tensor-core or decode kernels runs the portable tiled kernels
-     * instead. Refused (FLASHCL_ERROR_UNSUPPORTED): with a block mask, with
-     * a packed batch (cu_seqlens), by flashcl_forward_kv_cache_ex and by the
+     * a block mask, dropout and the other score modifiers; a call that
+     * would take the tensor-core or decode kernels runs the portable tiled
+     * kernels instead. Refused (FLASHCL_ERROR_UNSUPPORTED): with a packed
+     * batch (cu_seqlens), by flashcl_forward_kv_cache_ex and by the
      * standard implementation. bias.buffer NULL: no bias (the other bias
      * fields must then be zero). */
     flashcl_tensor bias;

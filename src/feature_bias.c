@@ -29,8 +29,6 @@ flashcl_status flashcl_bias_resolve(flashcl_context *ctx, const flashcl_attentio
     if (!x->dbias.buffer && !view_is_zero(&x->dbias))
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
                             "extras->dbias.buffer is NULL but its offset or strides are set");
-    if (x->block_mask)
-        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "an attention bias with a block mask is not supported");
     if (x->cu_seqlens_q || x->cu_seqlens_k)
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
                             "an attention bias with a packed batch (cu_seqlens) is not supported");

@@ -75,7 +75,7 @@ void run_print_help(FILE *out) {
             "  --bias FILE             additive bias (B|1, Hq|1, Sq, Sk), C order whatever --layout,\n"
             "                          float32 ('<f4') or the inputs' type; a dimension of 1 is\n"
             "                          broadcast; -inf hides a pair (a row with no finite key is empty:\n"
-            "                          O 0, LSE -inf). Not with --cu-seqlens-q/-k or --block-mask\n"
+            "                          O 0, LSE -inf). Not with --cu-seqlens-q/-k\n"
             "  --cu-seqlens-q FILE, --cu-seqlens-k FILE\n"
             "                          packed variable-length batch: int32 ('<i4') cumulative offsets\n"
             "                          (B+1 entries from 0, non-decreasing), both together; Q, dO are\n"
@@ -431,9 +431,8 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
     if (o->dbias_path && !o->dout_path)
         return usage_error("%s", "--dbias is a gradient: it needs the backward (--dout, --dq, --dk, --dv)");
     /* The library refuses these combinations (FLASHCL_ERROR_UNSUPPORTED); say so before anything runs. */
-    if (o->bias_path && (o->cu_seqlens_q_path || o->block_mask_path))
-        return usage_error("--bias does not combine with %s yet",
-                           o->block_mask_path ? "--block-mask" : "--cu-seqlens-q/-k");
+    if (o->bias_path && o->cu_seqlens_q_path)
+        return usage_error("%s", "--bias does not combine with --cu-seqlens-q/-k yet");
     if (o->cu_seqlens_q_path) o->layout = FLASHCL_LAYOUT_BSHD; /* a packed file is one bshd batch of total rows */
     return RUN_PARSE_OK;
 }

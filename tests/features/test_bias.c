@@ -2,7 +2,7 @@
  * reference: every broadcast shape ((1,1), (B,1), (1,Hq), full at an offset with padded rows, and a zero-stride
  * broadcast through strides) forward and backward with dBias; -inf rows, a whole -inf bias and biases of 1e4;
  * ALiBi against the explicit bias tensor it stands for; bias + soft-capping + ALiBi + causal + GQA at once (the
- * forward split along the keys); a window with dropout; half storage with a half and a float32 bias; what the
+ * forward split along the keys); a window with dropout; a per-head block mask; half storage with a half and a float32 bias; what the
  * dispatcher builds; and bad input: a clear error and nothing written.
  *
  * Every distinct kernel build costs seconds, so the cases share builds: head dim 32, float data and no causal flag
@@ -349,6 +349,35 @@ START_TEST(window_dropout) {
 }
 END_TEST
 
+/* A per-head block mask (blocks of 16, two heads with 32 keys off in every row: the kernels skip their all-off
+ * tiles, whose dBias is written as 0) with a full bias and causal, forward and backward. */
+START_TEST(block_mask) {
+    fh_case c = make_case("64x96 d32 causal gqa 4/2 block mask 16 per head + bias", 2, 4, 2, 64, 96, 32, 1);
+    enum { ROWS = 4, COLS = 6 };
+    uint8_t blocks[4 * ROWS * COLS];
+    ts_rng rng = {69};
+    for (size_t i = 0; i < sizeof blocks; ++i) blocks[i] = ts_uniform(&rng, 0.0, 1.0) < 0.6;
+    for (int h = 0; h < 4; ++h) blocks[h * ROWS * COLS] = 0; /* rows 0-15 lose keys 0-15: some see none */
+    /* Heads 0 and 1 lose keys 32-63 in every row: tiles of 16 or 32 keys there are all off, so the dQ kernel
+     * skips them and writes their dBias as 0. */
+    for (int h = 0; h < 2; ++h)
+        for (int r = 0; r < ROWS; ++r) blocks[(h * ROWS + r) * COLS + 2] = blocks[(h * ROWS + r) * COLS + 3] = 0;
+    c.block_mask = blocks;
+    c.block_size = 16;
+    c.per_head = 1;
+    c.mask_bytes = sizeof blocks;
+    fh_inputs in;
+    fh_inputs_make(&c, 69, &in);
+    flashcl_context *ctx = portable_context();
+    float *bias = random_bias(&c, 2, 4, 800, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
+    const flashcl_reference_extras mods = {.softcap = 0.0};
+    run_bias(ctx, &c, &in, 1, no_extras(), mods, bias, 2, 4, FLASHCL_DTYPE_F32, &contiguous);
+    free(bias);
+    fh_inputs_free(&in);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* Half storage: a half bias (1, Hq) forward and backward (dBias in half through the reduction), and a float32
  * bias beside half data (FLASHCL_BIAS_F32), forward. */
 START_TEST(half_storage) {
@@ -381,63 +410,75 @@ END_TEST
 
 /* ---- determinism across plans ------------------------------------------------------------- */
 
-/* dBias (and dQ, dK, dV) of one backward on ctx, read back as floats ((B, 1, Sq, Sk) for dBias). */
-static void backward_bits(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, cl_mem bias, float *dbias,
-                          fh_result *r) {
+/* dBias (bb, bh, Sq, Sk) and dQ, dK, dV of one backward on ctx with the bias `values`, read back as floats; dBias
+ * starts poisoned and must be written exactly. */
+static void backward_bits(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, const float *values, int bb,
+                          int bh, float *dbias, fh_result *r) {
+    cl_context context = flashcl_context_cl_context(ctx);
     const size_t sq = (size_t)c->desc.seqlen_q, sk = (size_t)c->desc.seqlen_k;
-    ts_tensor tdb;
-    ts_tensor_create(&tdb, flashcl_context_cl_context(ctx), &contiguous, 2, 1, sq, sk, FLASHCL_DTYPE_F32, NULL);
+    ts_tensor tb, tdb;
+    ts_tensor_create(&tb, context, &contiguous, (size_t)bb, (size_t)bh, sq, sk, FLASHCL_DTYPE_F32, values);
+    ts_tensor_create(&tdb, context, &contiguous, (size_t)bb, (size_t)bh, sq, sk, FLASHCL_DTYPE_F32, NULL);
     flashcl_attention_extras ex = no_extras();
-    ex.bias = (flashcl_tensor){bias, 0, plane(c), 0, sk};
-    ex.bias_batch = 2;
-    ex.bias_heads = 1;
+    ex.bias = tb.view;
+    ex.bias_batch = bb;
+    ex.bias_heads = bh;
     ex.dbias = tdb.view;
     fh_run_ex(ctx, c, in, 1, &ex, r);
     ts_tensor_read_output(flashcl_context_queue(ctx), &tdb, "dBias", dbias);
     ts_tensor_free(&tdb);
+    ts_tensor_free(&tb);
 }
 
-/* The backward's sums run in a fixed order whatever the tiles, so two forced backward plans (small tiles with
- * many skipped and boundary blocks, and narrow ones) give the default plan's dBias, dQ, dK and dV bit for bit,
- * causal rows' skipped keys included; and a second run on the same context gives the same bits. */
+/* The backward's sums run in a fixed order whatever the tiles, so two forced backward plans (small tiles: many
+ * work-groups whose loops skip keys on both sides of a causal window, and narrow ones) give the default plan's
+ * dBias, dQ and dK bit for bit, and a second run on one context its first run's; for a full bias (dBias written
+ * by the dQ kernel, the skipped keys' zeros included) and a (B, 1) one (through the reduction). The default
+ * plan's dBias is judged against the reference. */
 START_TEST(plans_agree) {
-    const fh_case c = make_case("45x70 d32 causal gqa 4/2 bias (B, 1), three backward plans", 2, 4, 2, 45, 70, 32, 1);
+    fh_case c = make_case("45x70 d32 causal gqa 4/2 window 16,-1 bias, three backward plans", 2, 4, 2, 45, 70, 32, 1);
+    c.desc.sliding_window = 1;
+    c.desc.window_left = 16;
     fh_inputs in;
     fh_inputs_make(&c, 68, &in);
-    const size_t n = 2 * plane(&c);
-    float *bias_values = random_bias(&c, 2, 1, 700, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
     static const flashcl_plan plans[2] = {{16, 16, 4, 4, 0, 0}, {8, 32, 8, 4, 0, 0}};
-    float *first = malloc(n * sizeof *first), *other = malloc(n * sizeof *other);
-    ck_assert(first && other);
-    fh_result base;
-    flashcl_context *ctx = portable_context();
-    cl_mem bias = ts_buffer(flashcl_context_cl_context(ctx), n * sizeof(float), bias_values);
-    backward_bits(ctx, &c, &in, bias, first, &base);
-    for (int p = -1; p < 2; ++p) {
-        flashcl_context *run_ctx = ctx;
-        cl_mem run_bias_buffer = bias;
-        if (p >= 0) {
-            run_ctx = portable_context();
-            ck_assert_int_eq(flashcl_context_force_plan(run_ctx, FLASHCL_PASS_BACKWARD, &plans[p]), FLASHCL_SUCCESS);
-            run_bias_buffer = ts_buffer(flashcl_context_cl_context(run_ctx), n * sizeof(float), bias_values);
+    static const int shapes[2][2] = {{2, 4}, {2, 1}};
+    for (int s = 0; s < 2; ++s) {
+        const int bb = shapes[s][0], bh = shapes[s][1];
+        const size_t n = (size_t)bb * (size_t)bh * plane(&c);
+        float *values = random_bias(&c, bb, bh, 700 + (uint64_t)s, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
+        float *first = malloc(n * sizeof *first), *other = malloc(n * sizeof *other);
+        double *gold = malloc(n * sizeof *gold), *low = malloc(n * sizeof *low);
+        ck_assert(first && other && gold && low);
+        fh_result base;
+        flashcl_context *ctx = portable_context();
+        backward_bits(ctx, &c, &in, values, bb, bh, first, &base);
+        const flashcl_reference_extras mods = {.bias = values, .bias_batch = bb, .bias_heads = bh};
+        reference_dbias(&c, &in, &mods, gold, low);
+        const ts_rule rule = {5.0, 0.0, 1};
+        ts_assert_rule(c.name, "dBias", first, gold, low, n, &rule);
+        for (int p = -1; p < 2; ++p) {
+            flashcl_context *run_ctx = ctx;
+            if (p >= 0) {
+                run_ctx = portable_context();
+                ck_assert_int_eq(flashcl_context_force_plan(run_ctx, FLASHCL_PASS_BACKWARD, &plans[p]),
+                                 FLASHCL_SUCCESS);
+            }
+            fh_result r;
+            backward_bits(run_ctx, &c, &in, values, bb, bh, other, &r);
+            ck_assert_msg(memcmp(first, other, n * sizeof *first) == 0, "%s: dBias (%d, %d) differs under plan %d",
+                          c.name, bb, bh, p);
+            ck_assert_msg(memcmp(base.dq, r.dq, in.q_count * sizeof(float)) == 0, "%s: dQ differs under plan %d",
+                          c.name, p);
+            ck_assert_msg(memcmp(base.dk, r.dk, in.kv_count * sizeof(float)) == 0, "%s: dK differs under plan %d",
+                          c.name, p);
+            fh_result_free(&r);
+            if (p >= 0) flashcl_context_free(run_ctx);
         }
-        fh_result r;
-        backward_bits(run_ctx, &c, &in, run_bias_buffer, other, &r);
-        ck_assert_msg(memcmp(first, other, n * sizeof *first) == 0, "%s: dBias differs under plan %d", c.name, p);
-        ck_assert_msg(memcmp(base.dq, r.dq, in.q_count * sizeof(float)) == 0, "%s: dQ differs under plan %d", c.name,
-                      p);
-        ck_assert_msg(memcmp(base.dk, r.dk, in.kv_count * sizeof(float)) == 0, "%s: dK differs under plan %d", c.name,
-                      p);
-        fh_result_free(&r);
-        if (p >= 0) {
-            clReleaseMemObject(run_bias_buffer);
-            flashcl_context_free(run_ctx);
-        }
+        fh_result_free(&base);
+        flashcl_context_free(ctx);
+        free(first), free(other), free(gold), free(low), free(values);
     }
-    fh_result_free(&base);
-    clReleaseMemObject(bias);
-    flashcl_context_free(ctx);
-    free(first), free(other), free(bias_values);
     fh_inputs_free(&in);
 }
 END_TEST
@@ -630,14 +671,7 @@ START_TEST(bad_input) {
     ts_tensor_free(&foreign);
     flashcl_context_free(other);
 
-    /* What the bias does not combine with yet: a block mask, a packed batch, the KV-cache call, the standard
-     * implementation. */
-    const uint8_t blocks[4] = {1, 1, 1, 1};
-    cl_mem mask = ts_buffer(x.context, sizeof blocks, blocks);
-    ex = good_extras(&x);
-    ex.block_mask = mask;
-    ex.block_size = 4;
-    expect_refused(&x, &ex, BOTH, FLASHCL_ERROR_UNSUPPORTED, "block mask");
+    /* What the bias does not combine with yet: a packed batch, the KV-cache call, the standard implementation. */
     static const int32_t cu[3] = {0, 4, 8}; /* total 8 rows: the (B, H, 8, D) views hold them packed */
     cl_mem offsets = ts_buffer(x.context, sizeof cu, cu);
     ex = good_extras(&x);
@@ -651,7 +685,6 @@ START_TEST(bad_input) {
     ck_assert_ptr_nonnull(strstr(flashcl_last_error(x.ctx), "bias"));
     if (flashcl_context_set_impl(x.ctx, FLASHCL_IMPL_STANDARD) == FLASHCL_SUCCESS)
         expect_refused(&x, &ex, BOTH, FLASHCL_ERROR_UNSUPPORTED, "attention bias");
-    clReleaseMemObject(mask);
     clReleaseMemObject(offsets);
     ts_tensor *all[] = {&x.q, &x.k, &x.v, &x.o, &x.lse, &x.dq, &x.dk, &x.dv, &x.bias, &x.dbias};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) ts_tensor_free(all[i]);
@@ -671,6 +704,7 @@ static Suite *bias_suite(void) {
     tcase_add_test(tc, alibi_equals_bias);
     tcase_add_test(tc, softcap_alibi_causal_gqa);
     tcase_add_test(tc, window_dropout);
+    tcase_add_test(tc, block_mask);
     tcase_add_test(tc, half_storage);
     tcase_add_test(tc, plans_agree);
     suite_add_tcase(s, tc);
