@@ -2,12 +2,13 @@
  * reference: every broadcast shape ((1,1), (B,1), (1,Hq), full at an offset with padded rows, and a zero-stride
  * broadcast through strides) forward and backward with dBias; -inf rows, a whole -inf bias and biases of 1e4;
  * ALiBi against the explicit bias tensor it stands for; bias + soft-capping + ALiBi + causal + GQA at once (the
- * forward split along the keys); a window with dropout; a per-head block mask; half storage with a half and a float32 bias; what the
+ * forward split along the keys); a window with dropout; a per-head block mask; half storage with a half and a
+ * float32 bias; dBias bit for bit the same under three backward plans and on an out-of-order queue; what the
  * dispatcher builds; and bad input: a clear error and nothing written.
  *
  * Every distinct kernel build costs seconds, so the cases share builds: head dim 32, float data and no causal flag
- * wherever the case allows (one forward and one backward program serve the broadcast, -inf and ALiBi-equivalence
- * cases), about fourteen programs per device in all. */
+ * wherever the case allows (one forward and one backward program serve the broadcast, -inf, ALiBi-equivalence and
+ * out-of-order cases), about twenty programs per device in all. */
 #include <check.h>
 #include <math.h>
 #include <stddef.h>
@@ -483,6 +484,92 @@ START_TEST(plans_agree) {
 }
 END_TEST
 
+/* ---- an out-of-order queue ------------------------------------------------------------------ */
+
+/* Forward then backward with a (1, 1) bias and its dBias on ctx, chained by events only (on an out-of-order queue
+ * nothing else orders them): the backward's event must stand for the dBias reduction too. dBias into dbias. */
+static void chained_run(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, const float *bias_values,
+                        float *dbias) {
+    cl_context context = flashcl_context_cl_context(ctx);
+    const flashcl_attention_desc *d = &c->desc;
+    const size_t B = (size_t)d->batch, hq = (size_t)d->heads_q, hkv = (size_t)d->heads_kv;
+    const size_t sq = (size_t)d->seqlen_q, sk = (size_t)d->seqlen_k, hd = (size_t)d->head_dim;
+    const flashcl_dtype f32 = FLASHCL_DTYPE_F32;
+    enum { Q, K, V, O, L, DO, DQ, DK, DV, BIAS, DBIAS, N };
+    ts_tensor t[N];
+    ts_tensor_create(&t[Q], context, &contiguous, B, hq, sq, hd, f32, in->q);
+    ts_tensor_create(&t[K], context, &contiguous, B, hkv, sk, hd, f32, in->k);
+    ts_tensor_create(&t[V], context, &contiguous, B, hkv, sk, hd, f32, in->v);
+    ts_tensor_create(&t[O], context, &contiguous, B, hq, sq, hd, f32, NULL);
+    ts_tensor_create(&t[L], context, &contiguous, B, hq, sq, 1, f32, NULL);
+    ts_tensor_create(&t[DO], context, &contiguous, B, hq, sq, hd, f32, in->dout);
+    ts_tensor_create(&t[DQ], context, &contiguous, B, hq, sq, hd, f32, NULL);
+    ts_tensor_create(&t[DK], context, &contiguous, B, hkv, sk, hd, f32, NULL);
+    ts_tensor_create(&t[DV], context, &contiguous, B, hkv, sk, hd, f32, NULL);
+    ts_tensor_create(&t[BIAS], context, &contiguous, 1, 1, sq, sk, f32, bias_values);
+    ts_tensor_create(&t[DBIAS], context, &contiguous, 1, 1, sq, sk, f32, NULL);
+    flashcl_attention_extras ex = no_extras();
+    ex.bias = t[BIAS].view;
+    ex.bias_batch = ex.bias_heads = 1;
+    ex.dbias = t[DBIAS].view;
+    cl_event forward_done = NULL, backward_done = NULL;
+    ck_assert_msg(flashcl_forward_ex(ctx, d, &ex, &t[Q].view, &t[K].view, &t[V].view, &t[O].view, &t[L].view, 0, NULL,
+                                     &forward_done) == FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    ck_assert_msg(flashcl_backward_ex(ctx, d, &ex, &t[Q].view, &t[K].view, &t[V].view, &t[O].view, &t[L].view,
+                                      &t[DO].view, &t[DQ].view, &t[DK].view, &t[DV].view, 1, &forward_done,
+                                      &backward_done) == FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    ck_assert_int_eq(clWaitForEvents(1, &backward_done), CL_SUCCESS);
+    clReleaseEvent(forward_done);
+    clReleaseEvent(backward_done);
+    ts_tensor_read_output(flashcl_context_queue(ctx), &t[DBIAS], "dBias", dbias);
+    for (int i = 0; i < N; ++i) ts_tensor_free(&t[i]);
+}
+
+/* The same call on an in-order and an out-of-order queue (where the device offers one) gives the same dBias,
+ * bit for bit. */
+START_TEST(out_of_order_queue) {
+    const fh_case c = make_case("37x53 d32 gqa 4/2 bias (1, 1), out-of-order queue", 2, 4, 2, 37, 53, 32, 0);
+    fh_inputs in;
+    fh_inputs_make(&c, 70, &in);
+    float *bias = random_bias(&c, 1, 1, 900, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
+    const size_t n = plane(&c);
+    float *in_order = malloc(n * sizeof *in_order), *out_of_order = malloc(n * sizeof *out_of_order);
+    ck_assert(in_order && out_of_order);
+    flashcl_context *ctx = portable_context();
+    chained_run(ctx, &c, &in, bias, in_order);
+    cl_command_queue_properties props = 0;
+    ck_assert_int_eq(clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_QUEUE_PROPERTIES, sizeof props, &props,
+                                     NULL),
+                     CL_SUCCESS);
+    if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) {
+        cl_int err;
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+        cl_command_queue queue = clCreateCommandQueue(flashcl_context_cl_context(ctx), flashcl_context_device(ctx),
+                                                      CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+        ck_assert_int_eq(err, CL_SUCCESS);
+        flashcl_context *ooo = NULL;
+        ck_assert_int_eq(flashcl_context_create_from_queue(&ooo, queue, NULL), FLASHCL_SUCCESS);
+        clReleaseCommandQueue(queue);
+        ck_assert_int_eq(flashcl_context_set_tensor_cores(ooo, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
+        chained_run(ooo, &c, &in, bias, out_of_order);
+        ck_assert_msg(memcmp(in_order, out_of_order, n * sizeof *in_order) == 0,
+                      "%s: dBias differs between the in-order and the out-of-order queue", c.name);
+        flashcl_context_free(ooo);
+    }
+    flashcl_context_free(ctx);
+    free(in_order), free(out_of_order), free(bias);
+    fh_inputs_free(&in);
+}
+END_TEST
+
 /* ---- what the dispatcher builds ----------------------------------------------------------- */
 
 static flashcl_call_stats explain(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *d,
@@ -707,6 +794,7 @@ static Suite *bias_suite(void) {
     tcase_add_test(tc, block_mask);
     tcase_add_test(tc, half_storage);
     tcase_add_test(tc, plans_agree);
+    tcase_add_test(tc, out_of_order_queue);
     suite_add_tcase(s, tc);
     return s;
 }
