@@ -19,7 +19,10 @@
 //                          walks the keys: dQ += scale * dS K
 // with P = exp(scale * Q K^T - LSE) and dS = P * (dO V^T - D) (with score
 // modifiers, P of the modified scores and dS times soft-capping's
-// derivative: the gradient of the raw score). Each gradient
+// derivative: the gradient of the raw score; with a bias, the dQ kernel
+// also writes dS before that derivative, dBias, to its dbias argument:
+// the caller's dBias, or a full-size scratch that cl/bias_reduce.cl sums
+// over the bias's broadcast dimensions). Each gradient
 // element is owned by exactly one work-item, so no atomics are needed, and
 // every sum runs in a fixed order (head dims, then query heads and queries,
 // or keys, ascending) whatever the tile sizes: the result is bitwise the same
@@ -158,7 +161,13 @@ inline float flashcl_probability(float score, float scale, float lse, int visibl
 // (soft-capping, ALiBi: cl/common.cl) as the forward did, against the row's
 // LSE; mod_grad (declared by the caller) receives soft-capping's derivative,
 // which SOFTCAP_CHAIN applies to dS: the gradient of the raw score.
-#if FLASHCL_SCORE_MODS
+// With a bias, the pair's bias_value (declared by the caller) is added after the modifiers, and a -inf bias
+// hides the pair as the forward did.
+#if FLASHCL_BIAS
+#define PAIR_PROBABILITY(raw, row_lse, visible, slope, pos, key)                                           \
+    flashcl_probability(FLASHCL_SCORE_MOD((raw) * scale, mod_grad, slope, pos, key) FLASHCL_BIAS_TERM, 1.0f, \
+                        row_lse, (visible) FLASHCL_BIAS_KEEPS)
+#elif FLASHCL_SCORE_MODS
 #define PAIR_PROBABILITY(raw, row_lse, visible, slope, pos, key) \
     flashcl_probability(FLASHCL_SCORE_MOD((raw) * scale, mod_grad, slope, pos, key), 1.0f, row_lse, visible)
 #else
@@ -279,6 +288,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_ALIBI
         const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
 #endif
+#if FLASHCL_BIAS
+        const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
+#endif
 #if FLASHCL_BLOCK_MASK
         const ulong mask_head = mask_offset + (ulong)h * mask_stride_h;
         __global const uchar *tile_col = tile_mask + (ulong)h * tile_stride_h + (ulong)(k0 / BLOCK_K);
@@ -313,6 +325,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                         ;
 #if FLASHCL_SCORE_MODS
                     float mod_grad = 1.0f;
+#endif
+#if FLASHCL_BIAS
+                    const float bias_value = FLASHCL_BIAS_VALUE(bias_base, row, key);
 #endif
                     const float p = PAIR_PROBABILITY(s[a][b2], lse_tile[r], visible, alibi_slope, row + diagonal, key);
 #if FLASHCL_DROPOUT
@@ -379,6 +394,35 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             for (int a = 0; a < RES_PER_ITEM; ++a) dq_acc[a][j] = mad(dsc[a].lane, kv[j], dq_acc[a][j]); \
     }
 
+// The dQ kernel's dBias output (after the feature arguments): dS of pair (row, key) of (b, h) goes to
+// dbias[dbias_offset + b * dbias_stride_b + h * dbias_stride_h + row * dbias_stride_s + key] when write_dbias.
+#if FLASHCL_BIAS
+#define DBIAS_PARAMS \
+    , __global float *dbias, ulong dbias_offset, ulong dbias_stride_b, ulong dbias_stride_h, ulong dbias_stride_s, \
+        int write_dbias
+// dS of the pair into the tile (soft-capping's chain applied) and, unchained, into dBias. A hidden pair's dS is
+// 0 * (dP - D), -0 where dP < D: dBias takes it as +0, the zero written for the pairs a loop skips, so it has
+// the same bits whichever tiles computed it. On the bits, not `x + 0.0f`: Mesa's compiler folds that to x.
+#define DBIAS_PLUS_ZERO(x) as_float(as_uint(x) == 0x80000000u ? 0u : as_uint(x))
+#define DQ_DS(value)                                                                                     \
+    {                                                                                                    \
+        const float ds_score = (value);                                                                  \
+        if (write_dbias && row < seqlen_q && key < seqlen_k)                                             \
+            dbias[dbias_base + (ulong)row * dbias_stride_s + (ulong)key] = DBIAS_PLUS_ZERO(ds_score);    \
+        ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = SOFTCAP_CHAIN(ds_score);                          \
+    }
+// dBias of the work-group's rows at keys [first, end) is 0 (keys its loop does not compute: every pair is off).
+#define DBIAS_ZERO_KEYS(first, end)                                                                      \
+    if (write_dbias)                                                                                     \
+        for (int r = 0; r < BLOCK_K && q0 + r < seqlen_q; ++r) {                                         \
+            const ulong row_base = dbias_base + (ulong)(q0 + r) * dbias_stride_s;                        \
+            for (int key = (first) + lid; key < min((end), seqlen_k); key += WG_SIZE)                    \
+                dbias[row_base + (ulong)key] = 0.0f;                                                     \
+        }
+#else
+#define DBIAS_PARAMS
+#endif
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_dq(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
@@ -387,7 +431,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     __global const float *delta,
     __global storage_t *dq, ulong dq_offset, ulong dq_stride_b, ulong dq_stride_h, ulong dq_stride_s,
-    int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal FLASHCL_FEATURE_PARAMS) {
+    int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal FLASHCL_FEATURE_PARAMS
+    DBIAS_PARAMS) {
     // The plan transposed: BLOCK_K query rows stay, BLOCK_Q key rows stream,
     // so the local footprint is the dkdv kernel's less one score tile.
     __local float4 q_tile4[BLOCK_K * ROW_STRIDE / 4];
@@ -444,6 +489,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_ALIBI
     const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
 #endif
+#if FLASHCL_BIAS
+    const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
+    const ulong dbias_base = dbias_offset + (ulong)b * dbias_stride_b + (ulong)h * dbias_stride_h;
+#endif
 #if FLASHCL_SPARSE
     // Key blocks outside the band of this group's queries are skipped; they
     // start at multiples of BLOCK_Q so they match the tile mask.
@@ -469,7 +518,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         for (int j = 0; j < DIMS_PER_ITEM; ++j) dq_acc[a][j] = 0.0f;
 
     for (int s0 = key_begin; s0 < key_end; s0 += BLOCK_Q) {
-#if FLASHCL_BLOCK_MASK
+#if FLASHCL_BLOCK_MASK && FLASHCL_BIAS
+        if (tile_row[s0 / BLOCK_Q] == 0) { // uniform: every pair of the tile is off, its dBias 0
+            DBIAS_ZERO_KEYS(s0, s0 + BLOCK_Q);
+            continue;
+        }
+#elif FLASHCL_BLOCK_MASK
         if (tile_row[s0 / BLOCK_Q] == 0) continue; // uniform: every pair of the tile is off
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -492,13 +546,22 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_SCORE_MODS
                 float mod_grad = 1.0f;
 #endif
+#if FLASHCL_BIAS
+                const float bias_value = FLASHCL_BIAS_VALUE(bias_base, row, key);
+#endif
                 const float p = PAIR_PROBABILITY(s[a][b2], row_lse[a], visible, alibi_slope, row + diagonal, key);
 #if FLASHCL_DROPOUT
                 const float z = flashcl_dropout_keep((ulong)bh, row, key, dropout_threshold, seed_lo, seed_hi,
                                                      dropout_offset)
                                     ? dropout_scale
                                     : 0.0f;
+#if FLASHCL_BIAS
+                DQ_DS(p * (dp[a][b2] * z - row_delta[a]));
+#else
                 ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = SOFTCAP_CHAIN(p * (dp[a][b2] * z - row_delta[a]));
+#endif
+#elif FLASHCL_BIAS
+                DQ_DS(p * (dp[a][b2] - row_delta[a]));
 #else
                 ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = SOFTCAP_CHAIN(p * (dp[a][b2] - row_delta[a]));
 #endif
@@ -521,6 +584,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             DQ_STEP(c, x);
         }
     }
+
+#if FLASHCL_BIAS
+    // dBias of the pairs the loop never reached (past the causal diagonal, outside the window) is 0: written
+    // here so every element of dBias is, with no fill beforehand. The loop covered whole steps from key_begin.
+    {
+        const int reached = key_begin < key_end ? key_begin + (key_end - key_begin + BLOCK_Q - 1) / BLOCK_Q * BLOCK_Q
+                                                : key_begin;
+        DBIAS_ZERO_KEYS(0, key_begin);
+        DBIAS_ZERO_KEYS(reached, seqlen_k);
+    }
+#endif
 
     const ulong dq_base = dq_offset + (ulong)b * dq_stride_b + (ulong)h * dq_stride_h;
     for (int a = 0; a < RES_PER_ITEM; ++a) {

@@ -59,6 +59,8 @@ inline float flashcl_row_lse2(float m, float l) {
 //   FLASHCL_SOFTCAP     logit soft-capping of the scaled scores (softcap argument)
 //   FLASHCL_ALIBI       ALiBi: minus a per-(batch, head) slope times the distance of the key from the query's
 //                       position (alibi_slopes arguments)
+//   FLASHCL_BIAS        an additive bias tensor (batch or 1, heads_q or 1, seqlen_q, seqlen_k) read per pair
+//                       (bias arguments); FLASHCL_BIAS_F32=1: its elements are float, else storage_t
 #ifndef FLASHCL_WINDOW
 #define FLASHCL_WINDOW 0
 #endif
@@ -76,6 +78,12 @@ inline float flashcl_row_lse2(float m, float l) {
 #endif
 #ifndef FLASHCL_ALIBI
 #define FLASHCL_ALIBI 0
+#endif
+#ifndef FLASHCL_BIAS
+#define FLASHCL_BIAS 0
+#endif
+#ifndef FLASHCL_BIAS_F32
+#define FLASHCL_BIAS_F32 0
 #endif
 #define FLASHCL_SPARSE (FLASHCL_WINDOW || FLASHCL_BLOCK_MASK)
 #define FLASHCL_SCORE_MODS (FLASHCL_SOFTCAP || FLASHCL_ALIBI)
@@ -138,8 +146,36 @@ inline float flashcl_row_lse2(float m, float l) {
 // The score modifiers' arguments come last: the decode kernel, which takes the window and these only, lists
 // them right after the window's.
 #define FLASHCL_SCORE_MOD_PARAMS FLASHCL_SOFTCAP_PARAMS FLASHCL_ALIBI_PARAMS
-#define FLASHCL_FEATURE_PARAMS \
-    FLASHCL_WINDOW_PARAMS FLASHCL_BLOCK_MASK_PARAMS FLASHCL_DROPOUT_PARAMS FLASHCL_VARLEN_PARAMS FLASHCL_SCORE_MOD_PARAMS
+#if FLASHCL_BIAS
+// bias: (batch, heads_q, seqlen_q, seqlen_k) with the key stride 1, from element bias_offset; the host passes
+// stride 0 for a broadcast dimension. Pairs past the sequences' ends read nothing (their bias is 0).
+#if FLASHCL_BIAS_F32
+typedef float bias_t;
+#define FLASHCL_BIAS_LOAD(index) (bias[index])
+#else
+typedef storage_t bias_t;
+#define FLASHCL_BIAS_LOAD(index) LOAD(bias, index)
+#endif
+#define FLASHCL_BIAS_PARAMS \
+    , __global const bias_t *bias, ulong bias_offset, ulong bias_stride_b, ulong bias_stride_h, ulong bias_stride_s
+#define FLASHCL_BIAS_BASE(b, h) (bias_offset + (ulong)(b) * bias_stride_b + (ulong)(h) * bias_stride_h)
+#define FLASHCL_BIAS_VALUE(base, row, col) \
+    (((row) < seqlen_q && (col) < seqlen_k) ? FLASHCL_BIAS_LOAD((base) + (ulong)(row) * bias_stride_s + (ulong)(col)) \
+                                            : 0.0f)
+// A -inf bias hides its pair as a mask does (flashcl.h): `|| hidden-by-bias` after a mask test, and the
+// probability's visibility in the backward (bias_value is the pair's, declared by the caller).
+#define FLASHCL_BIAS_HIDES || bias_value == -INFINITY
+#define FLASHCL_BIAS_KEEPS && bias_value != -INFINITY
+#define FLASHCL_BIAS_TERM +bias_value
+#else
+#define FLASHCL_BIAS_PARAMS
+#define FLASHCL_BIAS_HIDES
+#define FLASHCL_BIAS_KEEPS
+#define FLASHCL_BIAS_TERM
+#endif
+#define FLASHCL_FEATURE_PARAMS                                                                  \
+    FLASHCL_WINDOW_PARAMS FLASHCL_BLOCK_MASK_PARAMS FLASHCL_DROPOUT_PARAMS FLASHCL_VARLEN_PARAMS \
+        FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS
 
 // The score modifiers (include/flashcl.h, flashcl_attention_extras), applied to a scaled score x of the query
 // at key position pos (row + diagonal) and key col, in the library's order: soft-capping, then ALiBi; the masks

@@ -10,8 +10,8 @@
 //              batch x head, split) takes keys [split * split_keys, + split_keys)
 //              only and writes its unnormalised partial O (float) to part_o
 //              and its row maximum and sum to part_stats; cl/split_combine.cl
-//              merges the splits. Dense calls (causal allowed) and the score
-//              modifiers only.
+//              merges the splits. Dense calls (causal allowed), the score
+//              modifiers and the bias only.
 //
 // Work-item (tq, tk) owns query rows tq + i*THREADS_Q and, of each row, the
 // scores of keys tk + j*THREADS_K and the outputs of dims OUT_DIM(j) (groups
@@ -189,6 +189,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #if FLASHCL_ALIBI
     const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
 #endif
+#if FLASHCL_BIAS
+    const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
+#endif
     int key_end = seqlen_k;
     if (causal) key_end = clamp(q0 + BLOCK_Q + diagonal, 0, seqlen_k); // later blocks are fully masked
     int key_first = 0; // the first key block of this work-group (a multiple of BLOCK_K)
@@ -304,6 +307,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #if FLASHCL_BLOCK_MASK
                                   || tile_row[k0 / BLOCK_K] == 2
 #endif
+#if FLASHCL_BIAS
+                                  || true // a -inf bias may hide any pair: every block is tested pair by pair
+#endif
             ;
         for (int i = 0; i < ROWS_PER_ITEM; ++i) {
             const int row = q0 + tq + i * THREADS_Q;
@@ -322,6 +328,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                 x = FLASHCL_SCORE_MOD(x, mod_grad, alibi_slope, row + diagonal, col);
                 (void)mod_grad;
 #endif
+#if FLASHCL_BIAS
+                // After soft-capping, beside ALiBi, before the masks (flash-attn's order).
+                const float bias_value = FLASHCL_BIAS_VALUE(bias_base, row, col);
+                x += bias_value;
+#endif
                 if (masked_block) {
 #if FLASHCL_SPARSE
                     const bool hidden = col >= seqlen_k || row >= seqlen_q || (causal && col > row + diagonal) ||
@@ -330,7 +341,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #else
                     const bool hidden = col >= seqlen_k || (causal && col > row + diagonal);
 #endif
-                    if (hidden)
+                    if (hidden FLASHCL_BIAS_HIDES)
                         x = -INFINITY;
                     else
                         part = fmax(part, -FLT_MAX);

@@ -492,7 +492,8 @@ typedef struct flashcl_attention_extras {
      *      s = s - slope[b][h] * |pos_i - j| with pos_i = i + seqlen_k -
      *      seqlen_q, the bottom-right alignment causal and the window use
      *      (with causal only j <= pos_i remain: the one-sided form). With a
-     *      packed batch, b is the sequence and the lengths its own;
+     *      packed batch, b is the sequence and the lengths its own; the
+     *      additive bias (bias, below) is added at this step too;
      *   3. the masks (causal, window, block mask, the sequence ends) hide
      *      pairs as before.
      * LSE is that of the modified scores. The backward recomputes the same
@@ -501,10 +502,9 @@ typedef struct flashcl_attention_extras {
      * implementation's portable and decode kernels run them (forward,
      * backward, flashcl_forward_kv_cache_ex), with every other feature
      * (causal, GQA, window, block mask, dropout, packed batch, split-KV); the
-     * tensor-core forward runs them too (with causal and GQA; with another
-     * feature the portable kernel runs), the tensor-core backward does not
-     * yet, so such backwards run the portable kernels
-     * (flashcl_call_stats.kernel says which ran); the standard
+     * tensor-core forward and backward run them too (with causal and GQA;
+     * with a mask feature or a bias the portable kernels run;
+     * flashcl_call_stats.kernel says which ran); the standard
      * implementation refuses them (FLASHCL_ERROR_UNSUPPORTED). A call without
      * modifiers builds and runs exactly the kernels it did before.
      * softcap: 0 (the default) is off; negative, infinite or NaN is refused
@@ -535,6 +535,56 @@ typedef struct flashcl_attention_extras {
     const float *alibi_slopes_host;
     size_t alibi_slopes_offset;  /* alibi_slopes only: in floats */
     int alibi_slopes_per_batch;  /* 1: slopes (batch, heads_q); 0: (heads_q) */
+    /* An additive attention bias (appended in version 3 of the struct: an
+     * older caller's extras mean none), read by the kernels tile by tile
+     * from the caller's buffer, never copied or expanded. Shape (bias_batch,
+     * bias_heads, seqlen_q, seqlen_k) with bias_batch 1 or desc->batch and
+     * bias_heads 1 or desc->heads_q (a dimension of 1 is broadcast); as a
+     * flashcl_tensor: offset and strides in elements of bias_dtype,
+     * stride_batch between batch elements, stride_head between heads,
+     * stride_seq between query rows, and the key stride 1. A stride may be
+     * 0 (a broadcast through strides: the view's dimension is full, its
+     * elements shared). bias_dtype is FLASHCL_DTYPE_F32 or desc->dtype.
+     * The score of pair (i, j) of batch b, head h becomes, after
+     * soft-capping and with ALiBi (step 2 above): s + bias[b][h][i][j]; the
+     * masks come after. A -inf bias hides its pair as a mask does: a row
+     * none of whose keys keeps a finite bias and passes the masks is
+     * empty (O = 0, LSE = -inf, zero gradients); a NaN bias makes its row
+     * NaN. Checked before anything is enqueued: bias_batch/bias_heads
+     * (FLASHCL_ERROR_INVALID_ARGUMENT), the dtype (the same), the buffer's
+     * context (FLASHCL_ERROR_WRONG_CONTEXT) and size
+     * (FLASHCL_ERROR_BUFFER_TOO_SMALL), no output overlapping it
+     * (FLASHCL_ERROR_ALIASING). The flash implementation's portable kernels
+     * run it (forward, split-KV, backward) with causal, GQA, the window,
+     * a block mask, dropout and the other score modifiers; a call that
+     * would take the tensor-core or decode kernels runs the portable tiled
+     * kernels instead. Refused (FLASHCL_ERROR_UNSUPPORTED): with a packed
+     * batch (cu_seqlens), by flashcl_forward_kv_cache_ex and by the
+     * standard implementation. bias.buffer NULL: no bias (the other bias
+     * fields must then be zero). */
+    flashcl_tensor bias;
+    int bias_batch;           /* 1 or desc->batch */
+    int bias_heads;           /* 1 or desc->heads_q */
+    flashcl_dtype bias_dtype; /* FLASHCL_DTYPE_F32 (the default) or desc->dtype */
+    /* The backward's gradient of the bias (flashcl_backward_ex only; the
+     * forward ignores it): dBias = dS, the gradient of the score after
+     * soft-capping, P * (dP - D) (with dropout, dP of the kept pairs), of
+     * the bias's own shape (bias_batch, bias_heads, seqlen_q, seqlen_k) and
+     * dtype, summed over the dimensions it broadcasts (as PyTorch's
+     * autograd gives it), keep-dims. A view as bias's: elements of
+     * bias_dtype, key stride 1, and every element its own address (no
+     * zero stride over a dimension larger than 1). Every element is
+     * written (0 for masked pairs and empty rows); deterministic, no
+     * atomics: the sums run in a fixed order (batch, then heads,
+     * ascending). A float32 bias of full shape (bias_batch = batch,
+     * bias_heads = heads_q) is written by the dQ kernel directly; otherwise
+     * the dQ kernel writes dS to a scratch buffer of batch x heads_q x
+     * seqlen_q x seqlen_k floats (counted in flashcl_call_stats'
+     * extra_device_bytes and the memory budget) which one more kernel sums
+     * and converts. Checked like an output (context, size, no overlap with
+     * any other tensor of the call). buffer NULL: no dBias; set without a
+     * bias: FLASHCL_ERROR_INVALID_ARGUMENT. */
+    flashcl_tensor dbias;
 } flashcl_attention_extras;
 
 /* Sets struct_size to struct_size and every extra to its default (none).

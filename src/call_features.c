@@ -13,13 +13,14 @@ static int dropout_on(const flashcl_features *f) { return f->dropout; }
 static int varlen_on(const flashcl_features *f) { return f->varlen.on; }
 static int softcap_on(const flashcl_features *f) { return f->softcap > 0.0f; }
 static int alibi_on(const flashcl_features *f) { return f->alibi; }
+static int bias_on(const flashcl_features *f) { return f->bias; }
 
 /* Every feature, once: its name in messages, whether a call uses it, the
  * define its kernels are built with, whether the portable forward's split-KV
  * and the tensor-core kernels take it. Which kernel families take features is
  * the dispatcher's decision (today: the portable kernels take all of them, the
- * decode kernel the window and the score modifiers, the tensor-core kernels
- * the score modifiers);
+ * decode kernel the window and the score modifiers but not the bias, the
+ * tensor-core kernels the score modifiers);
  * the IO model (io_model.c) counts the window's band, and counts a block
  * mask and a packed batch as dense and padded (their contents live on the
  * device): an upper bound. */
@@ -32,6 +33,8 @@ static const flashcl_feature_def feature_table[] = {
      * the tiles or the key chunk: split-KV and the tensor-core kernels take them. */
     {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, 1},
     {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, 1},
+    /* The bias is read where each score is: split-KV takes it too; the tensor-core kernels do not yet. */
+    {"attention bias", bias_on, "FLASHCL_BIAS", 1, 0},
 };
 
 const flashcl_feature_def *flashcl_feature_defs(int *count) {
@@ -64,4 +67,6 @@ void flashcl_features_options(const flashcl_features *f, char *options, size_t s
     for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0] && used < size; ++i)
         if (feature_table[i].on(f))
             used += (size_t)snprintf(options + used, size - used, " -D%s=1", feature_table[i].define);
+    /* The bias's element type where it is not the storage type: float32 beside half or bfloat16 data. */
+    if (f->bias_f32 && used < size) snprintf(options + used, size - used, " -DFLASHCL_BIAS_F32=1");
 }

@@ -47,6 +47,13 @@ typedef struct flashcl_features {
     size_t alibi_offset;   /* floats; 0 but for the caller's buffer */
     size_t alibi_stride_b; /* floats between batch elements: 0 (shared) or heads_q */
     size_t alibi_count;    /* floats the slopes hold: heads_q, or batch x heads_q */
+    int bias;              /* compile FLASHCL_BIAS (extras->bias) */
+    int bias_f32;          /* compile FLASHCL_BIAS_F32: a float32 bias beside 16-bit storage */
+    flashcl_dtype bias_dtype;
+    flashcl_tensor bias_view; /* the caller's, the strides of broadcast (size 1) dimensions 0 */
+    flashcl_shape bias_shape; /* (bias_batch, bias_heads, seqlen_q, seqlen_k) elements of bias_dtype */
+    flashcl_tensor dbias_view; /* backward: the dBias output; buffer NULL: none (the forward clears it) */
+    int dbias_direct;          /* 1: the dQ kernel writes dbias_view itself; 0: scratch, then the reduction */
 } flashcl_features;
 
 /* Reads desc (already validated) and extras into f; checks the extras'
@@ -59,6 +66,27 @@ flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_atte
 /* Reads and checks extras' score modifiers (softcap, ALiBi) into f; part of flashcl_features_resolve. */
 flashcl_status flashcl_score_mods_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                           const flashcl_attention_extras *extras, flashcl_features *f);
+
+/* Reads and checks extras' bias and dBias fields into f (feature_bias.c); part of flashcl_features_resolve. */
+flashcl_status flashcl_bias_resolve(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                    const flashcl_attention_extras *extras, flashcl_features *f);
+
+/* Bytes of the backward's dS scratch (batch x heads_q x seqlen_q x seqlen_k floats) when dBias is reduced from
+ * it; 0 when there is no dBias or the dQ kernel writes it directly. */
+size_t flashcl_dbias_scratch_bytes(const flashcl_attention_desc *desc, const flashcl_features *f);
+
+/* The backward's dBias steps around the dQ kernel (feature_bias.c): the buffer the dQ kernel writes dS to
+ * (the caller's dBias, or scratch made here) and, after the dQ kernel, the reduction into the caller's dBias. */
+typedef struct flashcl_dbias_target {
+    cl_mem buffer;                 /* NULL: no dBias (the kernel's write flag 0) */
+    flashcl_tensor view;           /* where dS of (b, h, i, j) goes: float elements, key stride 1 */
+    cl_mem scratch;                /* owned: released by flashcl_dbias_release */
+    cl_kernel reduce;              /* the reduction (cl/bias_reduce.cl), NULL when writing directly */
+    size_t reduce_global, reduce_local;
+} flashcl_dbias_target;
+flashcl_status flashcl_dbias_prepare(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                                     const flashcl_features *f, flashcl_dbias_target *t);
+void flashcl_dbias_release(flashcl_dbias_target *t);
 
 /* llama.cpp's ALiBi slopes of `heads` heads from max_bias (flashcl.h, alibi_max_bias). */
 void flashcl_alibi_slopes_from_max_bias(int heads, float max_bias, float *slopes);
@@ -142,6 +170,9 @@ void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, con
 /* The score modifiers' arguments alone (FLASHCL_SCORE_MOD_PARAMS): the tail of flashcl_arg_features, and all the
  * tensor-core kernels take. */
 void flashcl_arg_score_mods(flashcl_kernel_args *a, const flashcl_features *f, cl_mem alibi_slopes);
+
+/* The dQ kernel's dBias arguments (after its feature arguments, with a bias only): where dS goes and whether. */
+void flashcl_arg_dbias(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_dbias_target *t);
 
 /* floor(p * 2^32): an element is kept when its Philox word is at least this. */
 cl_uint flashcl_dropout_threshold(float p);

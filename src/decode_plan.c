@@ -49,7 +49,8 @@ static size_t iterations_per_step(size_t d, size_t rows, size_t threads) {
 int flashcl_decode_applies(const flashcl_settings *s, const flashcl_problem *p) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_features *f = p->features;
-    if (p->pass != FLASHCL_PASS_FORWARD || f->block_mask || f->dropout || f->varlen.on || desc->head_dim > 256)
+    if (p->pass != FLASHCL_PASS_FORWARD || f->block_mask || f->dropout || f->varlen.on || f->bias ||
+        desc->head_dim > 256)
         return 0;
     /* A KV cache has no other kernel. */
     if (p->kv_cache) return 1;

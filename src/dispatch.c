@@ -210,7 +210,12 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
         tile_bytes = flashcl_tile_mask_bytes(desc, f, t->block_q, t->block_k) +
                      flashcl_tile_mask_bytes(desc, f, t->block_k, t->block_q);
     }
+    /* dBias of a broadcast or 16-bit bias goes through a full-size dS scratch (feature_bias.c). */
+    const size_t dbias_bytes = flashcl_dbias_scratch_bytes(desc, f);
     plan->extra_device_bytes = plan->delta_rows * sizeof(float) + tile_bytes;
+    plan->extra_device_bytes = dbias_bytes > SIZE_MAX - plan->extra_device_bytes
+                                   ? SIZE_MAX
+                                   : plan->extra_device_bytes + dbias_bytes;
 }
 
 /* Key blocks each split streams at least: fewer, and the partials' writes

@@ -33,6 +33,7 @@ void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, con
         flashcl_arg_int(a, f->varlen.total_q);
     }
     flashcl_arg_score_mods(a, f, alibi_slopes);
+    if (f->bias) flashcl_arg_tensor(a, &f->bias_view);
 }
 
 void flashcl_arg_score_mods(flashcl_kernel_args *a, const flashcl_features *f, cl_mem alibi_slopes) {

@@ -1,6 +1,6 @@
 /* feature_resolve.c: a call's features read from desc and extras into flashcl_features (the window's sides as the
  * kernels take them, dropout's threshold and seed words, the block mask's view; the score modifiers in
- * feature_score_mods.c), with the checks of the extras' scalar fields. */
+ * feature_score_mods.c, the bias in feature_bias.c), with the checks of the extras' scalar fields. */
 #include "call_features.h"
 
 #include <math.h>
@@ -45,6 +45,7 @@ flashcl_status flashcl_features_resolve(flashcl_context *ctx, const flashcl_atte
         f->dropout_offset = desc->dropout_offset;
     }
     flashcl_status status = flashcl_score_mods_resolve(ctx, desc, extras, f);
+    if (status == FLASHCL_SUCCESS) status = flashcl_bias_resolve(ctx, desc, extras, f);
     if (status != FLASHCL_SUCCESS) return status;
     if (!extras || !extras->block_mask) {
         if (extras && (extras->block_mask_offset != 0 || extras->block_size != 0 || extras->block_mask_per_head != 0))

@@ -36,6 +36,8 @@ flashcl_status flashcl_forward_ex(flashcl_context *ctx, const flashcl_attention_
     const flashcl_call_tensor outputs[] = {{"o", o, FLASHCL_SHAPE_Q, 1, 0}, {"lse", lse, FLASHCL_SHAPE_LSE, 1, 1}};
     if ((status = flashcl_features_resolve(ctx, desc, extras, &features))) return status;
     features.varlen = varlen;
+    features.dbias_view.buffer = NULL; /* the backward's output: the forward ignores it (flashcl.h) */
+    features.dbias_direct = 0;
     if ((status = flashcl_features_validate_buffers(ctx, desc, shape_desc, &features, outputs, 2))) return status;
     flashcl_exec_plan plan;
     const flashcl_tensor *const views[] = {q, k, v, o};

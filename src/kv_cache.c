@@ -207,6 +207,10 @@ flashcl_status flashcl_forward_kv_cache_ex(flashcl_context *ctx, const flashcl_a
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
                             "flashcl_forward_kv_cache_ex takes the score modifiers only: no %s",
                             extras->block_mask ? "block mask" : "packed batch (cu_seqlens)");
+    /* The decode kernel, the cache's only one, reads no bias yet. */
+    if (extras && extras->bias.buffer)
+        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                            "flashcl_forward_kv_cache_ex takes no attention bias (the decode kernel has none yet)");
     cache = &full_cache;
     status = check_layout(ctx, cache);
     if (status != FLASHCL_SUCCESS) return status;

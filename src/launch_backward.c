@@ -1,14 +1,16 @@
-/* launch_backward.c: enqueues a backward plan: D = rowsum(dO * O), then the dK/dV and dQ kernels (both read D). */
+/* launch_backward.c: enqueues a backward plan: D = rowsum(dO * O), then the dK/dV and dQ kernels (both read D), and
+ * with a dBias to reduce, the reduction after dQ. */
 #include "kernel_args.h"
 #include "launch.h"
 
-/* On an in-order queue the order itself is the dependency and dq's event
- * stands for the whole call; an out-of-order queue gets explicit events and
- * a final marker. */
+/* On an in-order queue the order itself is the dependency and the last
+ * kernel's event (dq's, or the dBias reduction's after it) stands for the
+ * whole call; an out-of-order queue gets explicit events and a final marker. */
 static flashcl_status enqueue_kernels(flashcl_context *ctx, const flashcl_exec_plan *plan, const cl_kernel kernels[3],
-                                      cl_uint num_events, const cl_event *wait_list, cl_event *event) {
+                                      const flashcl_dbias_target *dbias, cl_uint num_events, const cl_event *wait_list,
+                                      cl_event *event) {
     const int in_order = ctx->queue_in_order;
-    cl_event delta_done = NULL, tiled_done[2] = {NULL, NULL};
+    cl_event delta_done = NULL, tiled_done[2] = {NULL, NULL}, dq_done = NULL;
     flashcl_status status = FLASHCL_SUCCESS;
     enum { D = FLASHCL_KERNEL_DELTA, KV = FLASHCL_KERNEL_DKDV, Q = FLASHCL_KERNEL_DQ };
     cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernels[D], plan->work_dims[D], NULL, plan->global[D],
@@ -22,11 +24,21 @@ static flashcl_status enqueue_kernels(flashcl_context *ctx, const flashcl_exec_p
         status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (backward dK/dV)");
         goto done;
     }
+    cl_event *dq_event = dbias->reduce ? (in_order ? NULL : &dq_done) : (in_order ? event : &tiled_done[1]);
     err = clEnqueueNDRangeKernel(ctx->queue, kernels[Q], plan->work_dims[Q], NULL, plan->global[Q], plan->local[Q],
-                                 deps, dep_list, in_order ? event : &tiled_done[1]);
+                                 deps, dep_list, dq_event);
     if (err != CL_SUCCESS) {
         status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (backward dQ)");
         goto done;
+    }
+    if (dbias->reduce) {
+        /* dBias summed from dQ's dS scratch, after dQ (and only dQ) has written it. */
+        err = clEnqueueNDRangeKernel(ctx->queue, dbias->reduce, 1, NULL, &dbias->reduce_global, &dbias->reduce_local,
+                                     in_order ? 0 : 1, in_order ? NULL : &dq_done, in_order ? event : &tiled_done[1]);
+        if (err != CL_SUCCESS) {
+            status = flashcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (dBias reduction)");
+            goto done;
+        }
     }
     if (!in_order && event) {
         err = clEnqueueMarkerWithWaitList(ctx->queue, 2, tiled_done, event);
@@ -34,6 +46,7 @@ static flashcl_status enqueue_kernels(flashcl_context *ctx, const flashcl_exec_p
     }
 done:
     if (delta_done) clReleaseEvent(delta_done);
+    if (dq_done) clReleaseEvent(dq_done);
     for (int i = 0; i < 2; ++i)
         if (tiled_done[i]) clReleaseEvent(tiled_done[i]);
     return status;
@@ -73,7 +86,8 @@ static void arg_inputs(flashcl_kernel_args *a, const flashcl_backward_tensors *t
 
 static cl_int set_arguments(const flashcl_exec_plan *plan, const flashcl_attention_desc *desc,
                             const flashcl_features *f, const flashcl_backward_tensors *t, cl_mem delta,
-                            const flashcl_tile_mask tiles[2], cl_mem slopes, const cl_kernel kernels[3]) {
+                            const flashcl_tile_mask tiles[2], cl_mem slopes, const flashcl_dbias_target *dbias,
+                            const cl_kernel kernels[3]) {
     const int group_size = desc->heads_q / desc->heads_kv;
     const float scale = flashcl_effective_scale(desc);
     flashcl_kernel_args a = {kernels[FLASHCL_KERNEL_DELTA], 0, CL_SUCCESS};
@@ -104,6 +118,7 @@ static cl_int set_arguments(const flashcl_exec_plan *plan, const flashcl_attenti
             flashcl_arg_features(&a, f, &tiles[k - FLASHCL_KERNEL_DKDV], slopes);
         else
             flashcl_arg_score_mods(&a, f, slopes); /* all the tensor-core kernels take */
+        if (k == FLASHCL_KERNEL_DQ && plan->portable_args) flashcl_arg_dbias(&a, f, dbias);
         if (error == CL_SUCCESS) error = a.error;
     }
     return error;
@@ -135,10 +150,17 @@ flashcl_status flashcl_launch_backward(flashcl_context *ctx, const flashcl_exec_
         clReleaseMemObject(delta);
         return status;
     }
+    flashcl_dbias_target dbias;
+    if ((status = flashcl_dbias_prepare(ctx, desc, features, &dbias))) {
+        if (slopes) clReleaseMemObject(slopes);
+        clReleaseMemObject(delta);
+        return status;
+    }
     flashcl_tile_mask tiles[2];
     cl_event tiles_done = NULL;
     status = build_tiles(ctx, plan, desc, features, num_events, wait_list, tiles, &tiles_done);
     if (status != FLASHCL_SUCCESS) {
+        flashcl_dbias_release(&dbias);
         if (slopes) clReleaseMemObject(slopes);
         clReleaseMemObject(delta);
         return status;
@@ -147,14 +169,15 @@ flashcl_status flashcl_launch_backward(flashcl_context *ctx, const flashcl_exec_
         num_events = 1;
         wait_list = &tiles_done;
     }
-    err = set_arguments(plan, desc, features, t, delta, tiles, slopes, kernels);
+    err = set_arguments(plan, desc, features, t, delta, tiles, slopes, &dbias, kernels);
     if (err != CL_SUCCESS)
         status = flashcl_fail_cl(ctx, err, "clSetKernelArg (backward)");
     else
-        status = enqueue_kernels(ctx, plan, kernels, num_events, wait_list, event);
+        status = enqueue_kernels(ctx, plan, kernels, &dbias, num_events, wait_list, event);
     if (status == FLASHCL_SUCCESS) flashcl_record_stats(ctx, plan);
     /* The kernels keep the buffers alive until they finish. */
     clReleaseMemObject(delta);
+    flashcl_dbias_release(&dbias);
     if (slopes) clReleaseMemObject(slopes);
     if (tiles_done) clReleaseEvent(tiles_done);
     if (tiles[1].tiles != tiles[0].tiles) flashcl_tile_mask_release(&tiles[1]);

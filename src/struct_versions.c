@@ -15,9 +15,9 @@
 
 static const size_t options_versions[] = {sizeof(flashcl_context_options)};
 static const size_t desc_versions[] = {sizeof(flashcl_attention_desc)};
-/* Version 2 appended the score modifiers (softcap, ALiBi). */
+/* Version 2 appended the score modifiers (softcap, ALiBi), version 3 the additive bias and its gradient. */
 static const size_t extras_versions[] = {offsetof(flashcl_attention_extras, softcap),
-                                         sizeof(flashcl_attention_extras)};
+                                         offsetof(flashcl_attention_extras, bias), sizeof(flashcl_attention_extras)};
 /* Version 2 appended static_local_mem_bytes (NVIDIA's static local memory beyond the reported size). */
 static const size_t limits_versions[] = {offsetof(flashcl_device_limits, static_local_mem_bytes),
                                          sizeof(flashcl_device_limits)};

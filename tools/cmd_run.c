@@ -13,6 +13,7 @@
 #include "run_files.h"
 #include "run_inputs.h"
 #include "run_options.h"
+#include "run_bias.h"
 #include "run_score_mods.h"
 
 /* The host and device side of one tensor of the run. */
@@ -34,6 +35,7 @@ typedef struct run_state {
     int backward;
     flashcl_attention_extras extras; /* the block mask, the cu_seqlens, the score modifiers, if any */
     run_score_mods mods;             /* --softcap, --alibi-slopes, --alibi-max-bias */
+    run_bias bias;                   /* --bias, --dbias */
     cl_mem cu_q, cu_k;               /* --cu-seqlens-q/-k on the device */
 } run_state;
 
@@ -52,6 +54,7 @@ static void free_state(run_state *s) {
     if (s->cu_k) clReleaseMemObject(s->cu_k);
     flashcl_context_free(s->ctx);
     run_score_mods_free(&s->mods);
+    run_bias_free(&s->bias);
     run_free_inputs(&s->inputs);
     run_files_free(&s->files);
 }
@@ -110,6 +113,7 @@ static int create_buffers(run_state *s) {
     }
     flashcl_attention_extras_init(&s->extras);
     run_score_mods_extras(&s->mods, &s->extras);
+    if (run_bias_buffers(&s->bias, cl_ctx, &s->inputs.desc, s->options.dbias_path != NULL, &s->extras) != 0) return -1;
     if (s->t[T_MASK].buffer) {
         s->extras.block_mask = s->t[T_MASK].buffer;
         s->extras.block_size = s->options.block_size;
@@ -191,6 +195,9 @@ static void print_problem(const run_state *s) {
     char mods[512];
     run_score_mods_describe(&s->options, &s->mods, mods, sizeof mods);
     if (mods[0]) printf("score modifiers: %s\n", mods);
+    if (s->options.bias_path)
+        printf("bias: %s, %s (%d, %d, %d, %d)\n", s->options.bias_path, run_dtype_name(s->bias.dtype), s->bias.batch,
+               s->bias.heads, d->seqlen_q, d->seqlen_k);
     if (s->inputs.varlen)
         printf("varlen: %d packed sequences, longest %d/%d (q/k) (seqlen above: the packed totals)\n",
                s->inputs.call_desc.batch, s->inputs.call_desc.seqlen_q, s->inputs.call_desc.seqlen_k);
@@ -257,7 +264,7 @@ static int run_backward(run_state *s) {
         cli_report_library_error("run", "backward", s->ctx, status);
         return -1;
     }
-    if (read_back(s, T_DQ, T_DV) != 0) return -1;
+    if (read_back(s, T_DQ, T_DV) != 0 || run_bias_read_dbias(&s->bias, flashcl_context_queue(s->ctx)) != 0) return -1;
     const size_t q_count = run_tensor_count(d, d->heads_q, d->seqlen_q);
     const size_t kv_count = run_tensor_count(d, d->heads_kv, d->seqlen_k);
     check_note_nonfinite("dQ", s->t[T_DQ].host, d->dtype, q_count);
@@ -286,6 +293,9 @@ static int write_outputs(run_state *s) {
         run_files_set(f, "--dq", dtype, 4 - packed, q_shape + packed, s->t[T_DQ].host);
         run_files_set(f, "--dk", dtype, 4 - packed, kv_shape + packed, s->t[T_DK].host);
         run_files_set(f, "--dv", dtype, 4 - packed, kv_shape + packed, s->t[T_DV].host);
+        const size_t dbias_shape[4] = {(size_t)s->bias.batch, (size_t)s->bias.heads, (size_t)d->seqlen_q,
+                                       (size_t)d->seqlen_k};
+        run_files_set(f, "--dbias", run_npy_dtype(s->bias.dtype), 4, dbias_shape, s->bias.dbias_host);
     }
     return run_files_write(f);
 }
@@ -447,11 +457,14 @@ static int run_check(run_state *s, int backward) {
     }
     flashcl_reference_extras mods;
     run_score_mods_reference_all(&s->mods, &mods);
+    run_bias_reference(&s->bias, &mods);
     const check_inputs in = {.q = q, .k = k, .v = v, .dout = dout, .mask = mask, .mods = &mods};
-    if (q && k && v && a && (!backward || (dout && b && c)) && (mask || !s->options.block_mask_path))
-        result = backward ? check_backward(d, &in, a, b, c, s->options.tolerance)
+    float *dbias = backward && s->bias.dbias ? run_bias_dbias_floats(&s->bias) : NULL;
+    if (q && k && v && a && (!backward || (dout && b && c)) && (mask || !s->options.block_mask_path) &&
+        (dbias || !(backward && s->bias.dbias)))
+        result = backward ? check_backward_dbias(d, &in, a, b, c, dbias, s->options.tolerance)
                           : check_forward(d, &in, a, s->t[T_LSE].host, s->options.tolerance);
-    free(q), free(k), free(v), free(dout), free(a), free(b), free(c), free(mask);
+    free(q), free(k), free(v), free(dout), free(a), free(b), free(c), free(mask), free(dbias);
     return check_outcome(result, backward ? "backward" : "forward");
 }
 
@@ -482,8 +495,10 @@ int flashcl_cmd_run(int argc, char **argv) {
     }
     /* Files next: a bad file is reported before any OpenCL start-up cost. */
     if (run_load_inputs(&s.options, &s.inputs) != 0 ||
-        run_score_mods_load(&s.options, call_desc(&s)->batch, s.inputs.desc.heads_q, &s.mods) != 0) {
+        run_score_mods_load(&s.options, call_desc(&s)->batch, s.inputs.desc.heads_q, &s.mods) != 0 ||
+        run_bias_load(&s.options, &s.inputs.desc, &s.bias) != 0) {
         run_score_mods_free(&s.mods);
+        run_bias_free(&s.bias);
         run_free_inputs(&s.inputs);
         run_files_free(&s.files);
         return FLASHCL_EXIT_FAILURE;

@@ -119,6 +119,7 @@ void check_floors_of(const flashcl_attention_desc *d, const check_inputs *in, ch
     f->dv = dout;
     f->dq = scale * dp * rms(in->k, kv_count);
     f->dk = scale * dp * rms(in->q, q_count);
+    f->dbias = dp; /* dS = P (dP - D), P <= 1 */
 }
 
 static double pick(double tolerance, check_quantity quantity, flashcl_dtype dtype) {
@@ -132,6 +133,9 @@ static flashcl_reference_extras reference_extras(const check_inputs *in) {
         x.softcap = in->mods->softcap;
         x.alibi_slopes = in->mods->alibi_slopes;
         x.alibi_per_batch = in->mods->alibi_per_batch;
+        x.bias = in->mods->bias;
+        x.bias_batch = in->mods->bias_batch;
+        x.bias_heads = in->mods->bias_heads;
     }
     return x;
 }
@@ -157,12 +161,23 @@ int check_forward(const flashcl_attention_desc *d, const check_inputs *in, const
 
 int check_backward(const flashcl_attention_desc *d, const check_inputs *in, const float *got_dq, const float *got_dk,
                    const float *got_dv, double tolerance) {
+    return check_backward_dbias(d, in, got_dq, got_dk, got_dv, NULL, tolerance);
+}
+
+int check_backward_dbias(const flashcl_attention_desc *d, const check_inputs *in, const float *got_dq,
+                         const float *got_dk, const float *got_dv, const float *got_dbias, double tolerance) {
     const size_t q_count = (size_t)d->batch * d->heads_q * d->seqlen_q * d->head_dim;
     const size_t kv_count = (size_t)d->batch * d->heads_kv * d->seqlen_k * d->head_dim;
     double *dq = malloc(q_count * sizeof *dq), *dk = malloc(kv_count * sizeof *dk), *dv = malloc(kv_count * sizeof *dv);
-    const flashcl_reference_extras extras = reference_extras(in);
+    flashcl_reference_extras extras = reference_extras(in);
+    /* dBias has the bias's shape, its broadcast dimensions summed. */
+    const size_t dbias_count = got_dbias ? (size_t)extras.bias_batch * (size_t)extras.bias_heads *
+                                               (size_t)d->seqlen_q * (size_t)d->seqlen_k
+                                         : 0;
+    double *dbias = got_dbias ? malloc((dbias_count ? dbias_count : 1) * sizeof *dbias) : NULL;
+    extras.dbias = dbias;
     int result = -1;
-    if (dq && dk && dv &&
+    if (dq && dk && dv && (dbias || !got_dbias) &&
         flashcl_reference_backward_ex(d, FLASHCL_REF_DOUBLE, &extras, in->q, in->k, in->v, in->dout, dq, dk, dv) ==
             0) {
         const double t = pick(tolerance, CHECK_GRADIENT, d->dtype);
@@ -171,7 +186,9 @@ int check_backward(const flashcl_attention_desc *d, const check_inputs *in, cons
         result = compare_one("dQ", dq, got_dq, q_count, floors.dq, t);
         result &= compare_one("dK", dk, got_dk, kv_count, floors.dk, t);
         result &= compare_one("dV", dv, got_dv, kv_count, floors.dv, t);
+        if (got_dbias) result &= compare_one("dBias", dbias, got_dbias, dbias_count, floors.dbias, t);
     }
+    free(dbias);
     free(dq);
     free(dk);
     free(dv);

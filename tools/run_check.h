@@ -50,7 +50,8 @@ size_t check_note_nonfinite(const char *name, const void *data, flashcl_dtype dt
 typedef struct check_inputs {
     const float *q, *k, *v, *dout;
     const unsigned char *mask; /* element mask (B, Hq, Sq, Sk) of a block mask; NULL: none */
-    /* The score modifiers (--softcap, the ALiBi slopes), as flashcl_reference_extras takes them; NULL: none. */
+    /* The score modifiers (--softcap, the ALiBi slopes) and --bias, as flashcl_reference_extras takes them; NULL:
+     * none. */
     const flashcl_reference_extras *mods;
 } check_inputs;
 
@@ -60,7 +61,7 @@ typedef struct check_inputs {
  * scale * sqrt(D) * rms(dO) * rms(V) * rms(K), the size of dS = P (dP - Di)
  * (dP = dO V^T, dot products of D terms) times K; dK the same with rms(Q). */
 typedef struct check_floors {
-    double o, lse, dq, dk, dv;
+    double o, lse, dq, dk, dv, dbias; /* dBias: rms(dO) rms(V) sqrt(D), the size of dP */
 } check_floors;
 void check_floors_of(const flashcl_attention_desc *desc, const check_inputs *in, check_floors *floors);
 
@@ -71,5 +72,8 @@ int check_forward(const flashcl_attention_desc *desc, const check_inputs *in, co
                   double tolerance);
 int check_backward(const flashcl_attention_desc *desc, const check_inputs *in, const float *dq, const float *dk,
                    const float *dv, double tolerance);
+/* The same with dBias (float, the shape of in->mods' bias; NULL: not compared). */
+int check_backward_dbias(const flashcl_attention_desc *desc, const check_inputs *in, const float *dq, const float *dk,
+                         const float *dv, const float *dbias, double tolerance);
 
 #endif

@@ -39,6 +39,7 @@ static void list_files(const run_options *o, run_files *files) {
     add_file(files, "--v", o->v_path, 0);
     add_file(files, "--dout", o->dout_path, 0);
     add_file(files, "--block-mask", o->block_mask_path, 0);
+    add_file(files, "--bias", o->bias_path, 0);
     add_file(files, "--cu-seqlens-q", o->cu_seqlens_q_path, 0);
     add_file(files, "--cu-seqlens-k", o->cu_seqlens_k_path, 0);
     add_file(files, "--k-cache", o->k_cache_path, 0);
@@ -53,6 +54,7 @@ static void list_files(const run_options *o, run_files *files) {
     add_file(files, "--dk", o->dk_path, 1);
     add_file(files, "--dv", o->dv_path, 1);
     add_file(files, "--dropout-mask", o->dropout_mask_path, 1);
+    add_file(files, "--dbias", o->dbias_path, 1);
     add_cache_output(files, "--k-cache-out", o->k_cache_out_path, "--k-cache");
     add_cache_output(files, "--v-cache-out", o->v_cache_out_path, "--v-cache");
 }

@@ -39,9 +39,9 @@ typedef struct run_file {
     char *temp; /* its temporary file while run_files_write runs */
 } run_file;
 
-/* --q --k --v --dout --block-mask --cu-seqlens-q/-k --k-cache --v-cache --cache-seqlens --block-table
- * --k-new --v-new, --out --lse --dq --dk --dv --dropout-mask --k-cache-out --v-cache-out. */
-#define RUN_FILES_MAX 21
+/* --q --k --v --dout --block-mask --bias --cu-seqlens-q/-k --k-cache --v-cache --cache-seqlens --block-table
+ * --k-new --v-new, --out --lse --dq --dk --dv --dropout-mask --dbias --k-cache-out --v-cache-out. */
+#define RUN_FILES_MAX 23
 
 typedef struct run_files {
     run_file files[RUN_FILES_MAX];

@@ -70,8 +70,12 @@ void run_print_help(FILE *out) {
             "  --alibi-max-bias X      ALiBi with llama.cpp's slopes from max_bias X > 0 (head h of n,\n"
             "                          n' the largest power of 2 <= n: 2^(-X (h+1) / n') for h < n',\n"
             "                          else 2^(-X (2 (h-n') + 1) / (2 n'))); not with --alibi-slopes\n"
-            "                          (order: scale, soft-capping, ALiBi, then the masks; --check\n"
-            "                          applies the same in the reference)\n"
+            "                          (order: scale, soft-capping, ALiBi and --bias, then the masks;\n"
+            "                          --check applies the same in the reference)\n"
+            "  --bias FILE             additive bias (B|1, Hq|1, Sq, Sk), C order whatever --layout,\n"
+            "                          float32 ('<f4') or the inputs' type; a dimension of 1 is\n"
+            "                          broadcast; -inf hides a pair (a row with no finite key is empty:\n"
+            "                          O 0, LSE -inf). Not with --cu-seqlens-q/-k\n"
             "  --cu-seqlens-q FILE, --cu-seqlens-k FILE\n"
             "                          packed variable-length batch: int32 ('<i4') cumulative offsets\n"
             "                          (B+1 entries from 0, non-decreasing), both together; Q, dO are\n"
@@ -82,11 +86,14 @@ void run_print_help(FILE *out) {
             "                          sequences; --check runs each sequence alone in the reference\n"
             "                          (with the mask cropped to its lengths). Not with --dropout-mask\n"
             "(window, causal and block mask combine by intersection; the standard implementation\n"
-            "has none of window, block mask, dropout, variable-length batches or the score\n"
-            "modifiers; --softcap and ALiBi run on the portable and decode kernels)\n"
+            "has none of window, block mask, dropout, variable-length batches, the score\n"
+            "modifiers or --bias; --softcap and ALiBi run on the portable and decode kernels,\n"
+            "--bias on the portable ones)\n"
             "backward (all four together; runs the forward, then the backward pass):\n"
             "  --dout FILE             dO, shaped and typed like Q\n"
             "  --dq, --dk, --dv FILE   gradients to write, shaped and typed like Q, K, V\n"
+            "  --dbias FILE            also write dBias (needs --bias): shaped and typed like the bias,\n"
+            "                          summed over its broadcast dimensions (dS before soft-capping)\n"
             "KV cache (instead of --k/--v; one flashcl_forward_kv_cache call, on the decode kernel):\n"
             "  --k-cache, --v-cache FILE\n"
             "                          the caches, typed like Q: contiguous (B,S_max,Hkv,D), or with\n"
@@ -170,6 +177,7 @@ static const path_option PATH_OPTIONS[] = {
     PATH_OPTION("--k-new", k_new_path), PATH_OPTION("--v-new", v_new_path),
     PATH_OPTION("--k-cache-out", k_cache_out_path), PATH_OPTION("--v-cache-out", v_cache_out_path),
     PATH_OPTION("--alibi-slopes", alibi_slopes_path),
+    PATH_OPTION("--bias", bias_path), PATH_OPTION("--dbias", dbias_path),
 };
 
 /* Options a cache run refuses, and why: flashcl_forward_kv_cache is one
@@ -185,6 +193,8 @@ static const struct {
     {"--dq", "a cache run is a forward pass only"},
     {"--dk", "a cache run is a forward pass only"},
     {"--dv", "a cache run is a forward pass only"},
+    {"--bias", "the cache call's decode kernel has no attention bias yet"},
+    {"--dbias", "a cache run is a forward pass only"},
     {"--backward-plan", "a cache run is a forward pass only"},
     {"--cu-seqlens-q", "each sequence's keys are its cache rows (--cache-seqlens), not a packed batch"},
     {"--cu-seqlens-k", "each sequence's keys are its cache rows (--cache-seqlens), not a packed batch"},
@@ -417,6 +427,12 @@ run_parse_result run_parse_options(int argc, char **argv, run_options *o) {
     /* The keep mask is written (B, Hq, Sq, Sk) over a dense batch; a packed one has no such shape. */
     if (o->cu_seqlens_q_path && o->dropout_mask_path)
         return usage_error("%s", "--cu-seqlens-q/-k do not combine with --dropout-mask");
+    if (o->dbias_path && !o->bias_path) return usage_error("%s", "--dbias needs --bias");
+    if (o->dbias_path && !o->dout_path)
+        return usage_error("%s", "--dbias is a gradient: it needs the backward (--dout, --dq, --dk, --dv)");
+    /* The library refuses these combinations (FLASHCL_ERROR_UNSUPPORTED); say so before anything runs. */
+    if (o->bias_path && o->cu_seqlens_q_path)
+        return usage_error("%s", "--bias does not combine with --cu-seqlens-q/-k yet");
     if (o->cu_seqlens_q_path) o->layout = FLASHCL_LAYOUT_BSHD; /* a packed file is one bshd batch of total rows */
     return RUN_PARSE_OK;
 }

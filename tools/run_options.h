@@ -35,6 +35,9 @@ typedef struct run_options {
     double softcap;
     const char *alibi_slopes_path;
     double alibi_max_bias;
+    /* An additive bias (B|1, Hq|1, Sq, Sk), float32 or the inputs' type, and
+     * the backward's dBias to write (needs --bias and the backward). */
+    const char *bias_path, *dbias_path;
     /* Packed variable-length batch: int32 (B + 1) files, both or neither;
      * the tensors are then (total, H, D) and the layout is forced to bshd. */
     const char *cu_seqlens_q_path, *cu_seqlens_k_path;

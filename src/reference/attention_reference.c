@@ -21,8 +21,17 @@ static size_t element_index(const ref_row *w, int j) {
     return (((size_t)w->b * d->heads_q + w->h) * d->seqlen_q + w->i) * d->seqlen_k + j;
 }
 
+/* Index of pair (i, j) of w's (batch, head) in the bias's (bias_batch, bias_heads, Sq, Sk), broadcast dims at 0. */
+static size_t bias_index(const ref_row *w, int j) {
+    const flashcl_attention_desc *d = w->d;
+    const flashcl_reference_extras *e = w->x;
+    const size_t b = e->bias_batch > 1 ? (size_t)w->b : 0, h = e->bias_heads > 1 ? (size_t)w->h : 0;
+    return (((b * (size_t)(e->bias_heads > 1 ? e->bias_heads : 1) + h) * d->seqlen_q + w->i) * d->seqlen_k) + j;
+}
+
 static int visible(const ref_row *w, int j) {
     const flashcl_attention_desc *d = w->d;
+    if (w->x && w->x->bias && w->x->bias[bias_index(w, j)] == -INFINITY) return 0; /* a -inf bias is a mask */
     const long pos = (long)w->i + d->seqlen_k - d->seqlen_q;
     if (d->causal && j > pos) return 0;
     if (d->sliding_window && d->window_left >= 0 && j < pos - d->window_left) return 0;
@@ -127,6 +136,7 @@ static double modify_score(const ref_row *w, flashcl_ref_precision prec, double 
         const double distance = fabs((double)w->i + d->seqlen_k - d->seqlen_q - j);
         x = r(prec, x - r(prec, (double)e->alibi_slopes[index] * distance));
     }
+    if (e->bias) x = r(prec, x + (double)e->bias[bias_index(w, j)]);
     return x;
 }
 
@@ -225,6 +235,12 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
     }
     const size_t kv_count = (size_t)d->batch * d->heads_kv * Sk * D;
     for (size_t x = 0; x < kv_count; ++x) dk[x] = dv[x] = 0.0;
+    double *dbias = extras && extras->bias ? extras->dbias : NULL;
+    if (dbias) {
+        const size_t count = (size_t)(extras->bias_batch > 1 ? extras->bias_batch : 1) *
+                             (size_t)(extras->bias_heads > 1 ? extras->bias_heads : 1) * Sq * Sk;
+        for (size_t x = 0; x < count; ++x) dbias[x] = 0.0;
+    }
     for (int b = 0; b < d->batch; ++b)
         for (int h = 0; h < d->heads_q; ++h) {
             const size_t qh = ((size_t)b * d->heads_q + h) * Sq * D;
@@ -249,8 +265,11 @@ int flashcl_reference_backward_ex(const flashcl_attention_desc *d, flashcl_ref_p
                 for (int t = 0; t < D; ++t) dq[qh + (size_t)i * D + t] = 0.0;
                 for (int j = 0; j < Sk; ++j) {
                     if (!seen_by[j]) continue;
-                    /* Soft-capping's derivative takes dS back to the scaled score (ALiBi's bias has none). */
-                    const double ds = r(prec, r(prec, r(prec, p[j] * r(prec, dp[j] - di)) * grad[j]) * scale);
+                    /* Soft-capping's derivative takes dS back to the scaled score (ALiBi's bias has none); dBias is
+                     * dS before it, summed over the bias's broadcast dimensions in (batch, head) order. */
+                    const double ds_score = r(prec, p[j] * r(prec, dp[j] - di));
+                    if (dbias) dbias[bias_index(&w, j)] = r(prec, dbias[bias_index(&w, j)] + ds_score);
+                    const double ds = r(prec, r(prec, ds_score * grad[j]) * scale);
                     const double pz = r(prec, p[j] * dropout_factor(&w, j));
                     for (int t = 0; t < D; ++t) {
                         const size_t kx = kh + (size_t)j * D + t;

@@ -44,6 +44,16 @@ typedef struct flashcl_reference_extras {
     double softcap;
     const float *alibi_slopes;
     int alibi_per_batch;
+    /* An additive bias, contiguous (bias_batch, bias_heads, Sq, Sk) with
+     * bias_batch 1 or B and bias_heads 1 or Hq (1: broadcast); NULL: none.
+     * Added after the modifiers, before the masks; a -inf bias hides its pair
+     * as a mask does. */
+    const float *bias;
+    int bias_batch, bias_heads;
+    /* The backward's dBias (the bias's shape, summed over its broadcast
+     * dimensions): dS = P * (dP - D) before soft-capping's derivative;
+     * NULL: not computed. */
+    double *dbias;
 } flashcl_reference_extras;
 
 /* The forward and backward passes with extras (NULL: none). */

@@ -1,5 +1,6 @@
 /* make_inputs.c: writes random .npy inputs (and malformed files) for the end-to-end tests of `flashcl run`. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,9 @@ static void usage(void) {
             "         writes a random uint8 block mask\n"
             "       cli_make_inputs --slopes FILE N[,M] SEED\n"
             "         writes random float32 ALiBi slopes in [0.02, 0.5], shape (N,) or (N, M)\n"
+            "       cli_make_inputs --bias FILE B,H,SQ,SK SEED\n"
+            "         writes a random float32 attention bias in [-2, 2], every 11th element and the\n"
+            "         first row of the first plane -inf (an empty row)\n"
             "       cli_make_inputs --varlen DIR Hq,Hkv,D LQ:LK,LQ:LK,... SEED\n"
             "         writes a packed float32 batch: q, dout (total_q,Hq,D), k, v (total_k,Hkv,D),\n"
             "         cu_q.npy, cu_k.npy (int32 cumulative lengths)\n");
@@ -276,11 +280,35 @@ static int make_slopes(const char *path, const char *shape_text, const char *see
     return rc != 0;
 }
 
+/* A random bias of shape "B,H,SQ,SK" with -inf pairs and one row with no finite key. */
+static int make_bias(const char *path, const char *shape_text, const char *seed_text) {
+    size_t shape[4] = {0, 0, 0, 0};
+    const char *at = shape_text;
+    for (int i = 0; i < 4; ++i) {
+        char *end = NULL;
+        shape[i] = strtoul(at, &end, 10);
+        if (!end || (i < 3 && *end != ',')) return 1;
+        at = end + 1;
+    }
+    const size_t count = shape[0] * shape[1] * shape[2] * shape[3];
+    float *bias = malloc(count * sizeof *bias + 1);
+    if (!bias || count == 0) return free(bias), 1;
+    rng_state = strtoull(seed_text, NULL, 10) | 1;
+    for (size_t i = 0; i < count; ++i) bias[i] = i % 11 == 5 ? -INFINITY : (float)(-2.0 + 4.0 * uniform());
+    for (size_t j = 0; j < shape[3]; ++j) bias[j] = -INFINITY;
+    char error[256];
+    const int rc = npy_write(path, NPY_DTYPE_F32, 4, shape, bias, error, sizeof error);
+    if (rc != 0) fprintf(stderr, "%s: %s\n", path, error);
+    free(bias);
+    return rc != 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "--varlen") == 0)
         return ensure_dir(argv[2]) != 0 ? 1 : make_varlen(argv[2], argv[3], argv[4], argv[5]);
     if (argc == 5 && strcmp(argv[1], "--block-mask") == 0) return make_block_mask(argv[2], argv[3], argv[4]);
     if (argc == 5 && strcmp(argv[1], "--slopes") == 0) return make_slopes(argv[2], argv[3], argv[4]);
+    if (argc == 5 && strcmp(argv[1], "--bias") == 0) return make_bias(argv[2], argv[3], argv[4]);
     if (argc == 3 && (strcmp(argv[1], "--malformed") == 0 || strcmp(argv[1], "--paths") == 0) &&
         ensure_dir(argv[2]) != 0)
         return 1;

@@ -321,7 +321,7 @@ START_TEST(features_as_data) {
     const flashcl_attention_desc desc = problem_desc(256, 64, FLASHCL_DTYPE_F16, 0);
     int count = 0;
     const flashcl_feature_def *defs = flashcl_feature_defs(&count);
-    ck_assert_int_eq(count, 6);
+    ck_assert_int_eq(count, 7);
     for (int i = 0; i < count; ++i) {
         flashcl_features f = dense(&desc);
         ck_assert(!flashcl_features_any(&f));
@@ -332,6 +332,7 @@ START_TEST(features_as_data) {
         else if (strcmp(defs[i].define, "FLASHCL_VARLEN") == 0) f.varlen.on = 1, f.varlen.total_q = 300;
         else if (strcmp(defs[i].define, "FLASHCL_SOFTCAP") == 0) f.softcap = 30.0f;
         else if (strcmp(defs[i].define, "FLASHCL_ALIBI") == 0) f.alibi = 1, f.alibi_count = 8;
+        else if (strcmp(defs[i].define, "FLASHCL_BIAS") == 0) f.bias = 1;
         else ck_abort_msg("feature %s has no case here: add one", defs[i].name);
         ck_assert(defs[i].on(&f));
         ck_assert_str_eq(flashcl_features_first(&f), defs[i].name);

@@ -148,6 +148,9 @@ void fh_check_ex(const fh_case *c, const fh_inputs *in, const fh_result *r, int 
         extras.softcap = mods->softcap;
         extras.alibi_slopes = mods->alibi_slopes;
         extras.alibi_per_batch = mods->alibi_per_batch;
+        extras.bias = mods->bias;
+        extras.bias_batch = mods->bias_batch;
+        extras.bias_heads = mods->bias_heads;
     }
     const size_t nq = in->q_count, nkv = in->kv_count, nl = in->lse_count;
     double *gold = malloc(sizeof(double) * (nq + nl + nq + 2 * nkv));

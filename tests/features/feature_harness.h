@@ -57,8 +57,9 @@ uint8_t *fh_dense_mask(const fh_case *c);
  * LSE -inf / O 0 / dQ 0 exactly on rows with no visible key. */
 void fh_check(const fh_case *c, const fh_inputs *in, const fh_result *r, int backward, const uint8_t *mask,
               const uint8_t *keep);
-/* The same with the reference's score modifiers (mods: softcap and ALiBi
- * slopes; its mask and keep are ignored, the arguments stand; NULL: none).
+/* The same with the reference's score modifiers (mods: softcap, ALiBi
+ * slopes and the bias; its mask, keep and dbias are ignored, the arguments
+ * stand; NULL: none).
  * A 16-bit O is held to the golden O rounded to its storage (as
  * support_forward.c does); the gradients are judged for float data only. */
 void fh_check_ex(const fh_case *c, const fh_inputs *in, const fh_result *r, int backward, const uint8_t *mask,

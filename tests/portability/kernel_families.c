@@ -50,6 +50,12 @@ static void block_mask_options(const flashcl_device_caps *caps, flashcl_dtype dt
     snprintf(options, size, "%s", "");
 }
 
+/* src/feature_bias.c: dBias's element type (the bias's: float32 or the storage type). */
+static void bias_reduce_options(const flashcl_device_caps *caps, flashcl_dtype dtype, char *options, size_t size) {
+    (void)caps;
+    snprintf(options, size, "-DFLASHCL_DTYPE=%d", (int)dtype);
+}
+
 /* The table: a new kernel family is one line here. The standard softmax is built in every storage type although
  * the dispatcher sends only float32 to the standard implementation today: cheap, and ready if that changes. */
 static const family families[] = {
@@ -68,6 +74,7 @@ static const family families[] = {
     {"standard_softmax",      "standard_softmax.cl", VARY_DTYPE,                 FLASHCL_PASS_FORWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,     0, 0, standard_softmax_options},
     {"dropout_mask",          "dropout.cl",          0,                          FLASHCL_PASS_FORWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,     0, 0, dropout_mask_options},
     {"block_mask",            "block_mask.cl",       0,                          FLASHCL_PASS_FORWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,     0, 0, block_mask_options},
+    {"bias_reduce",           "bias_reduce.cl",      VARY_DTYPE,                 FLASHCL_PASS_BACKWARD, PREFILL, FLASHCL_TENSOR_CORES_OFF,    0, 0, bias_reduce_options},
 };
 
 static const char *const dtype_names[] = {"f32", "f16", "bf16"};
@@ -102,6 +109,8 @@ static int switch_on(flashcl_features *f, const char *define) {
         f->softcap = 30.0f;
     } else if (strcmp(define, "FLASHCL_ALIBI") == 0) {
         f->alibi = 1, f->alibi_count = 8;
+    } else if (strcmp(define, "FLASHCL_BIAS") == 0) {
+        f->bias = 1;
     } else {
         return 0;
     }
