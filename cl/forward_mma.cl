@@ -75,7 +75,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,
-    int causal FLASHCL_SCORE_MOD_PARAMS) {
+    int causal FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS) {
     // K and V blocks, both keys x dims; each is refilled (asynchronously on
     // NVIDIA) while the other one is in use.
     __local uint4 k_tile4[BLOCK_K * ROW_WORDS / 4];
@@ -132,13 +132,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         UNROLL_ALWAYS
         for (int j = 0; j < DIM_TILES; ++j) acc[m][j] = (float4)(0.0f);
     }
-#if FLASHCL_SCORE_MODS
-    // The score modifiers act on scaled scores (softcap, then ALiBi, then the
-    // masks: cl/common.cl), so each score is scaled and modified where it is
-    // computed and the exponents take log2(e) alone.
+#if FLASHCL_SCORE_MODS || FLASHCL_BIAS
+    // The score modifiers and the bias act on scaled scores (softcap, then
+    // the bias and ALiBi, then the masks: cl/common.cl), so each score is
+    // scaled and modified where it is computed and the exponents take
+    // log2(e) alone.
     const float scale2 = M_LOG2E_F;
 #if FLASHCL_ALIBI
     const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
+#if FLASHCL_BIAS
+    const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
 #endif
 #else
     const float scale2 = scale * M_LOG2E_F;
@@ -206,7 +210,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 
         // Scale, mask (only blocks reaching past seqlen_k or the diagonal:
         // a uniform test), then the online softmax row by row.
-        const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal);
+        const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal)
+#if FLASHCL_BIAS
+                                  || true // a -inf bias may hide any pair: every block is tested pair by pair
+#endif
+            ;
         uint pa[M_TILES][KEY_STEPS][4];
         if (warp_active) {
         UNROLL
@@ -233,14 +241,29 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                     x.w = FLASHCL_SCORE_MOD(x.w * scale, mod_grad, alibi_slope, row_bottom + diagonal, col + 1);
                     (void)mod_grad;
                 }
+#elif FLASHCL_BIAS
+                x *= scale;
+#endif
+#if FLASHCL_BIAS
+                // After soft-capping, beside ALiBi, before the masks; pairs past the ends read nothing (0).
+                const int bias_col = k0 + n * 8 + 2 * t;
+                const float4 bias4 = (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col),
+                                              FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col + 1),
+                                              FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col),
+                                              FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col + 1));
+                x += bias4;
+#define BIAS_HIDES(component) || bias4.component == -INFINITY
+#else
+#define BIAS_HIDES(component)
 #endif
                 if (masked_block) {
                     const int col = k0 + n * 8 + 2 * t;
                     const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;
-                    const bool hide_tl = left_out || (causal && col > row_top + diagonal);
-                    const bool hide_tr = right_out || (causal && col + 1 > row_top + diagonal);
-                    const bool hide_bl = left_out || (causal && col > row_bottom + diagonal);
-                    const bool hide_br = right_out || (causal && col + 1 > row_bottom + diagonal);
+                    const bool hide_tl = left_out || (causal && col > row_top + diagonal) BIAS_HIDES(x);
+                    const bool hide_tr = right_out || (causal && col + 1 > row_top + diagonal) BIAS_HIDES(y);
+                    const bool hide_bl = left_out || (causal && col > row_bottom + diagonal) BIAS_HIDES(z);
+                    const bool hide_br = right_out || (causal && col + 1 > row_bottom + diagonal) BIAS_HIDES(w);
+#undef BIAS_HIDES
                     if (hide_tl) x.x = -INFINITY;
                     if (hide_tr) x.y = -INFINITY;
                     if (hide_bl) x.z = -INFINITY;

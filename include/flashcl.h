@@ -503,7 +503,8 @@ typedef struct flashcl_attention_extras {
      * backward, flashcl_forward_kv_cache_ex), with every other feature
      * (causal, GQA, window, block mask, dropout, packed batch, split-KV); the
      * tensor-core forward and backward run them too (with causal and GQA;
-     * with a mask feature or a bias the portable kernels run;
+     * with a mask feature the portable kernels run, as for a bias's
+     * backward;
      * flashcl_call_stats.kernel says which ran); the standard
      * implementation refuses them (FLASHCL_ERROR_UNSUPPORTED). A call without
      * modifiers builds and runs exactly the kernels it did before.
@@ -556,9 +557,11 @@ typedef struct flashcl_attention_extras {
      * (FLASHCL_ERROR_BUFFER_TOO_SMALL), no output overlapping it
      * (FLASHCL_ERROR_ALIASING). The flash implementation's portable kernels
      * run it (forward, split-KV, backward) with causal, GQA, the window,
-     * a block mask, dropout and the other score modifiers; a call that
-     * would take the tensor-core or decode kernels runs the portable tiled
-     * kernels instead. Refused (FLASHCL_ERROR_UNSUPPORTED): with a packed
+     * a block mask, dropout and the other score modifiers; the tensor-core
+     * forward runs it too (with causal, GQA and the score modifiers); a
+     * backward that would take the tensor-core kernels and a call that
+     * would take the decode kernel run the portable tiled kernels instead.
+     * Refused (FLASHCL_ERROR_UNSUPPORTED): with a packed
      * batch (cu_seqlens), by flashcl_forward_kv_cache_ex and by the
      * standard implementation. bias.buffer NULL: no bias (the other bias
      * fields must then be zero). */

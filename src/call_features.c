@@ -20,7 +20,7 @@ static int bias_on(const flashcl_features *f) { return f->bias; }
  * and the tensor-core kernels take it. Which kernel families take features is
  * the dispatcher's decision (today: the portable kernels take all of them, the
  * decode kernel the window and the score modifiers but not the bias, the
- * tensor-core kernels the score modifiers);
+ * tensor-core kernels the score modifiers and the forward the bias too);
  * the IO model (io_model.c) counts the window's band, and counts a block
  * mask and a packed batch as dense and padded (their contents live on the
  * device): an upper bound. */
@@ -31,10 +31,11 @@ static const flashcl_feature_def feature_table[] = {
     {"variable-length batch", varlen_on, "FLASHCL_VARLEN", 0, 0},
     /* The score modifiers change each score where it is computed, whatever
      * the tiles or the key chunk: split-KV and the tensor-core kernels take them. */
-    {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, 1},
-    {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, 1},
-    /* The bias is read where each score is: split-KV takes it too; the tensor-core kernels do not yet. */
-    {"attention bias", bias_on, "FLASHCL_BIAS", 1, 0},
+    {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
+    {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
+    /* The bias is read where each score is: split-KV and the tensor-core forward take it; its gradient (dBias)
+     * comes from the portable backward only. */
+    {"attention bias", bias_on, "FLASHCL_BIAS", 1, FLASHCL_TC_FORWARD},
 };
 
 const flashcl_feature_def *flashcl_feature_defs(int *count) {
@@ -50,9 +51,10 @@ const char *flashcl_features_first(const flashcl_features *f) {
     return NULL;
 }
 
-int flashcl_features_tensor_core(const flashcl_features *f) {
+int flashcl_features_tensor_core(const flashcl_features *f, flashcl_pass pass) {
+    const int kernel = pass == FLASHCL_PASS_FORWARD ? FLASHCL_TC_FORWARD : FLASHCL_TC_BACKWARD;
     for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
-        if (feature_table[i].on(f) && !feature_table[i].tensor_core) return 0;
+        if (feature_table[i].on(f) && !(feature_table[i].tensor_core & kernel)) return 0;
     return 1;
 }
 

@@ -112,7 +112,7 @@ typedef struct flashcl_feature_def {
     int (*on)(const flashcl_features *f);     /* whether a call uses it */
     const char *define;                       /* -D<define>=1 for its kernels */
     int split_kv;                             /* 1: the portable forward's split-KV takes it (cl/forward.cl) */
-    int tensor_core;                          /* 1: the tensor-core kernels take it (cl/forward_mma.cl, backward_mma.cl) */
+    int tensor_core; /* the tensor-core kernels that take it: FLASHCL_TC_FORWARD (cl/forward_mma.cl) | FLASHCL_TC_BACKWARD */
 } flashcl_feature_def;
 
 /* The table, in the order options and messages use. */
@@ -124,8 +124,11 @@ int flashcl_features_any(const flashcl_features *f);
 /* The name of the call's first feature in the table, NULL for a dense call. */
 const char *flashcl_features_first(const flashcl_features *f);
 
-/* 1 if the tensor-core kernels take every feature the call uses (a dense call included). */
-int flashcl_features_tensor_core(const flashcl_features *f);
+/* The tensor-core kernels a feature's flashcl_feature_def.tensor_core names. */
+enum { FLASHCL_TC_FORWARD = 1, FLASHCL_TC_BACKWARD = 2 };
+
+/* 1 if the tensor-core kernels of pass take every feature the call uses (a dense call included). */
+int flashcl_features_tensor_core(const flashcl_features *f, flashcl_pass pass);
 
 /* 1 if the call uses a feature the portable forward's split-KV does not take. */
 int flashcl_features_block_split(const flashcl_features *f);

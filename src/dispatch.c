@@ -62,8 +62,9 @@ static const flashcl_mma_backend *tensor_core_backend(const flashcl_device_caps 
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_mma_backend *b = flashcl_mma_backend_select(caps, s->tensor_cores);
     if (!b || s->impl != FLASHCL_IMPL_FLASH || s->forced_plan_set) return NULL;
-    /* They take the score modifiers (applied to each score where it is computed), no mask feature. */
-    if (!flashcl_features_tensor_core(p->features)) return NULL;
+    /* They take the score modifiers and the forward the bias (applied to each score where it is computed), no
+     * mask feature. */
+    if (!flashcl_features_tensor_core(p->features, p->pass)) return NULL;
     if (desc->dtype == FLASHCL_DTYPE_F32 && s->f32_precision != FLASHCL_F32_3XTF32) return NULL;
     if (!flashcl_mma_problem_supported(desc->head_dim)) return NULL;
     if (p->views_alignment % flashcl_mma_row_alignment(desc->dtype) != 0) return NULL;

@@ -409,6 +409,57 @@ START_TEST(half_storage) {
 }
 END_TEST
 
+/* ---- the tensor-core forward ---------------------------------------------------------------- */
+
+/* The tensor-core forward (emulated here, real on NVIDIA) reads the bias where the matrix unit leaves each score:
+ * f16 data, causal GQA with softcap and ALiBi, a float (1, Hq) bias with -inf pairs, a query row hidden whole and
+ * +-1e4 values; and a (B, 1) f16 bias alone. Each is an emulated build of its own (slow on rusticl): where sweeps
+ * run diagonally (rusticl) the first alone. */
+START_TEST(tensor_core_forward) {
+    fh_case c = make_case("45x77 d64 f16 causal gqa 4/2 bias, tensor cores", 2, 4, 2, 45, 77, 64, 1);
+    c.desc.dtype = FLASHCL_DTYPE_F16;
+    fh_inputs in;
+    fh_inputs_make(&c, 71, &in);
+    for (size_t i = 0; i < in.q_count; ++i) in.q[i] = ts_round_to_dtype(in.q[i], FLASHCL_DTYPE_F16);
+    for (size_t i = 0; i < in.kv_count; ++i) {
+        in.k[i] = ts_round_to_dtype(in.k[i], FLASHCL_DTYPE_F16);
+        in.v[i] = ts_round_to_dtype(in.v[i], FLASHCL_DTYPE_F16);
+    }
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
+    const int sk = 77;
+    for (int variant = 0; variant < 2; ++variant) {
+        if (!ts_sweep_takes_variant(0, variant, 2)) continue;
+        static const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
+        flashcl_attention_extras ex = no_extras();
+        flashcl_reference_extras mods = {.softcap = 0.0};
+        float *bias;
+        if (variant == 0) {
+            ex.softcap = 5.0f;
+            ex.alibi_slopes_host = slopes;
+            mods.softcap = 5.0;
+            mods.alibi_slopes = slopes;
+            bias = random_bias(&c, 1, 4, 700, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
+            for (int j = 0; j < sk; ++j) bias[(size_t)40 * sk + (size_t)j] = -INFINITY; /* head 0, row 40 */
+            for (size_t i = 3; i < 4 * plane(&c); i += 7) bias[i] = -INFINITY;
+            for (size_t i = 5; i < 4 * plane(&c); i += 97) bias[i] = (i / 97) % 2 ? 1e4f : -1e4f;
+            run_bias(ctx, &c, &in, 0, ex, mods, bias, 1, 4, FLASHCL_DTYPE_F32, &contiguous);
+        } else {
+            bias = random_bias(&c, 2, 1, 701, -3.0f, 3.0f, FLASHCL_DTYPE_F16);
+            run_bias(ctx, &c, &in, 0, ex, mods, bias, 2, 1, FLASHCL_DTYPE_F16, &contiguous);
+        }
+        flashcl_call_stats s;
+        ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
+        ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+        ck_assert_ptr_nonnull(strstr(s.build_options, variant == 0 ? "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1"
+                                                                   : "-DFLASHCL_BIAS=1"));
+        free(bias);
+    }
+    fh_inputs_free(&in);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* ---- determinism across plans ------------------------------------------------------------- */
 
 /* dBias (bb, bh, Sq, Sk) and dQ, dK, dV of one backward on ctx with the bias `values`, read back as floats; dBias
@@ -580,8 +631,9 @@ static flashcl_call_stats explain(flashcl_context *ctx, flashcl_pass pass, const
 }
 
 /* A call without a bias builds what it did before (no extras, and an older caller's version-2 extras whose bytes
- * past its size are garbage); a bias adds its define and sends tensor-core and decode calls to the portable
- * kernels; a broadcast dBias counts its scratch. Nothing here runs a kernel. */
+ * past its size are garbage); a bias adds its defines, the tensor-core forward takes it, the tensor-core backward
+ * and the decode kernel hand it to the portable kernels; a broadcast dBias counts its scratch. Nothing here runs
+ * a kernel. */
 START_TEST(dispatch_options) {
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
@@ -604,9 +656,11 @@ START_TEST(dispatch_options) {
         const flashcl_call_stats portable = explain(ctx, (flashcl_pass)pass, &d, NULL);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
         const flashcl_call_stats with_bias = explain(ctx, (flashcl_pass)pass, &d, &biased);
-        ck_assert_int_eq(with_bias.kernel, FLASHCL_KERNEL_PORTABLE);
+        const int forward = pass == FLASHCL_PASS_FORWARD;
+        ck_assert_int_eq(with_bias.kernel, forward ? FLASHCL_KERNEL_TENSOR_CORE_EMULATED : FLASHCL_KERNEL_PORTABLE);
         char expected[FLASHCL_BUILD_OPTIONS_CAPACITY + 64];
-        snprintf(expected, sizeof expected, "%s -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1", portable.build_options);
+        snprintf(expected, sizeof expected, "%s -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1",
+                 forward ? dense.build_options : portable.build_options);
         ck_assert_str_eq(with_bias.build_options, expected);
         ck_assert(strstr(portable.build_options, "BIAS") == NULL);
         if (pass == FLASHCL_PASS_BACKWARD) {
@@ -617,11 +671,14 @@ START_TEST(dispatch_options) {
             ck_assert_uint_eq(s.extra_device_bytes, with_bias.extra_device_bytes + 2 * 4 * 64 * 64 * sizeof(float));
         }
     }
-    /* One query row would take the decode kernel; with a bias the tiled forward runs it. */
+    /* One query row would take the decode kernel; with a bias the tiled forward runs it (here the tensor-core
+     * one; with tensor cores off the portable one). */
     flashcl_attention_desc one = d;
     one.seqlen_q = 1;
     biased.bias.stride_seq = 0;
     ck_assert_int_eq(explain(ctx, FLASHCL_PASS_FORWARD, &one, NULL).kernel, FLASHCL_KERNEL_DECODE);
+    ck_assert_int_eq(explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased).kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
     ck_assert_int_eq(explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased).kernel, FLASHCL_KERNEL_PORTABLE);
     clReleaseMemObject(buffer);
     flashcl_context_free(ctx);
@@ -793,6 +850,7 @@ static Suite *bias_suite(void) {
     tcase_add_test(tc, window_dropout);
     tcase_add_test(tc, block_mask);
     tcase_add_test(tc, half_storage);
+    tcase_add_test(tc, tensor_core_forward);
     tcase_add_test(tc, plans_agree);
     tcase_add_test(tc, out_of_order_queue);
     suite_add_tcase(s, tc);
@@ -800,6 +858,7 @@ static Suite *bias_suite(void) {
 }
 
 int main(void) {
+    ts_sweep_announce("bias");
     SRunner *runner = srunner_create(bias_suite());
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);
