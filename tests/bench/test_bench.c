@@ -16,14 +16,14 @@ static const char *const FIELDS[] = {"impl", "direction", "batch", "heads", "seq
                                      "median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes",
                                      "max_abs_err", "dropout", "block_density", "status", "device",
                                      "varlen_ms", "varlen_tflops", "varlen_speedup", "varlen_flops", "padded_flops",
-                                     "varlen_tokens", "kernel", "softcap", "alibi_max_bias"};
+                                     "varlen_tokens", "kernel", "softcap", "alibi_max_bias", "bias_bytes"};
 /* The --varlen fields: numbers on flash rows of a --varlen run, null elsewhere. */
 static const char *const VARLEN_FIELDS[] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
                                             "varlen_flops", "padded_flops",  "varlen_tokens"};
 enum { VARLEN_FIELD_COUNT = sizeof VARLEN_FIELDS / sizeof VARLEN_FIELDS[0], FIRST_VARLEN_COLUMN = 17 };
 enum { FIELD_COUNT = sizeof FIELDS / sizeof FIELDS[0] };
-/* The CSV's kernel column, before softcap and alibi_max_bias (the JSON, read by name, has it before status). */
-enum { KERNEL_COLUMN = FIELD_COUNT - 3 };
+/* The CSV's kernel column, before softcap, alibi_max_bias and bias_bytes (the JSON, read by name, has it before status). */
+enum { KERNEL_COLUMN = FIELD_COUNT - 4 };
 
 static void work_path(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", g_workdir, name); }
 
@@ -77,7 +77,7 @@ static void check_schema(const json_record *r) {
     ck_assert(strlen(text(r, "device")) > 0);
     ck_assert_int_eq(field(r, "causal")->type, JSON_BOOL);
     number(r, "batch"), number(r, "heads"), number(r, "seqlen"), number(r, "head_dim");
-    number(r, "dropout"), number(r, "block_density"), number(r, "softcap"), number(r, "alibi_max_bias");
+    number(r, "dropout"), number(r, "block_density"), number(r, "softcap"), number(r, "alibi_max_bias"), number(r, "bias_bytes");
     const char *kernel = text(r, "kernel");
     ck_assert_msg(strcmp(kernel, "portable") == 0 || strcmp(kernel, "tensor-core") == 0 ||
                       strcmp(kernel, "tensor-core-emulated") == 0 || strcmp(kernel, "standard") == 0,
@@ -175,7 +175,7 @@ static void check_csv_matches(const char *name, const json_record *records, int 
     const char *header = "impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,"
                          "extra_device_bytes,predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device,"
                          "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens,kernel,softcap,"
-                         "alibi_max_bias\n";
+                         "alibi_max_bias,bias_bytes\n";
     ck_assert_msg(strncmp(csv, header, strlen(header)) == 0, "CSV header: %.200s", csv);
     const char *line = csv + strlen(header);
     int rows = 0;
@@ -368,7 +368,7 @@ START_TEST(standard_unsupported_dtype_is_a_marked_row) {
 END_TEST
 
 START_TEST(bad_options_exit_2) {
-    char *cases[][5] = {{"--bogus", NULL},         {"--seqlens", "64,x", NULL}, {"--dtype", "f64", NULL},
+    char *cases[][7] = {{"--bogus", NULL},         {"--seqlens", "64,x", NULL}, {"--dtype", "f64", NULL},
                         {"--impl", "flash,flash", NULL}, {"--repeat", "0", NULL},   {"--plan", "1,2,3", NULL},
                         {"--head-dim", NULL},      {"--causal=1", NULL},        {"stray", NULL},
                         {"--block-density", "0.5", NULL} /* needs --impl flash */, {"--dropout", "1", NULL},
@@ -378,7 +378,9 @@ START_TEST(bad_options_exit_2) {
                         {"--softcap", "2", NULL} /* needs --impl flash */,
                         {"--impl", "flash", "--softcap", "0", NULL}, {"--impl", "flash", "--softcap", "-1", NULL},
                         {"--impl", "flash", "--alibi-max-bias", "nan", NULL},
-                        {"--impl", "flash", "--alibi-max-bias", "1e39", NULL} /* inf in float */};
+                        {"--impl", "flash", "--alibi-max-bias", "1e39", NULL} /* inf in float */,
+                        {"--bias", "full", NULL} /* needs --impl flash */, {"--impl", "flash", "--bias", "half", NULL},
+                        {"--impl", "flash", "--bias", "full", "--varlen", "0.5,1", NULL}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const int rc = run_bench("bad", cases[i], NULL);
         ck_assert_msg(rc == 2, "%s: exit status %d", cases[i][0], rc);
@@ -414,19 +416,20 @@ START_TEST(block_density_and_dropout_recorded) {
 }
 END_TEST
 
-/* Score-modifier runs (flash only): they run, the table says which modifiers, and the records carry them. */
+/* Score-modifier and bias runs (flash only): they run, the table says which, and the records carry them. */
 START_TEST(score_mods_recorded) {
     char json[1024], csv[1024];
     work_path(json, sizeof json, "mods.json");
     work_path(csv, sizeof csv, "mods.csv");
     char *args[] = {"--seqlens", "80", "--batch", "1", "--heads", "2", "--head-dim", "16", "--repeat", "1",
-                    "--warmup", "0", "--impl", "flash", "--softcap", "5", "--alibi-max-bias", "8", "--backward",
-                    "--json", json, "--csv", csv, NULL};
+                    "--warmup", "0", "--impl", "flash", "--softcap", "5", "--alibi-max-bias", "8", "--bias", "full",
+                    "--backward", "--json", json, "--csv", csv, NULL};
     const int rc = run_bench("mods", args, NULL);
     char *err = captured("mods", "err");
     char *out = captured("mods", "out");
     ck_assert_msg(rc == 0, "exit %d, stderr:\n%s", rc, err);
     ck_assert_msg(strstr(out, "score modifiers: softcap 5, ALiBi max_bias 8") != NULL, "stdout:\n%s", out);
+    ck_assert_msg(strstr(out, "additive bias: (B, H, N, N)") != NULL, "stdout:\n%s", out);
     free(err);
     free(out);
     json_record *records = NULL;
@@ -437,6 +440,8 @@ START_TEST(score_mods_recorded) {
         ck_assert_str_eq(text(&records[i], "status"), "ok");
         ck_assert(fabs(number(&records[i], "softcap") - 5.0) < 1e-12);
         ck_assert(fabs(number(&records[i], "alibi_max_bias") - 8.0) < 1e-12);
+        /* B 1, H 2, 80 x 80 floats */
+        ck_assert(fabs(number(&records[i], "bias_bytes") - 1 * 2 * 80 * 80 * 4.0) < 0.5);
     }
     check_csv_matches("mods.csv", records, count);
     free(records);

@@ -30,6 +30,7 @@ typedef struct sweep_state {
     const bench_options *options;
     bench_record_list records;
     int failed; /* a measurement that should have run did not, or a check failed */
+    double bias_bytes; /* the current size's --bias tensor, bytes (0: none) */
 } sweep_state;
 
 static void push(sweep_state *s, const bench_record *record) {
@@ -70,6 +71,31 @@ static void score_mods(const bench_options *o, flashcl_attention_extras *extras)
 }
 
 static int has_score_mods(const bench_options *o) { return o->softcap > 0.0 || o->alibi_max_bias > 0.0; }
+
+/* --bias: a zero bias of the chosen shape in the storage type, as the call's extras->bias; NULL (and a message)
+ * when it cannot be made. Zeros: the results are those without a bias, and the time is the reading of it. */
+static cl_mem zero_bias(flashcl_context *ctx, const bench_options *o, const flashcl_attention_desc *d,
+                        flashcl_attention_extras *extras, double *bytes) {
+    const int full = o->bias == BENCH_BIAS_FULL;
+    const size_t n = (size_t)d->seqlen_q, element = d->dtype == FLASHCL_DTYPE_F32 ? 4 : 2;
+    const size_t bb = full ? (size_t)d->batch : 1, bh = full ? (size_t)d->heads_q : 1;
+    const size_t size = bb * bh * n * n * element;
+    cl_int err = CL_SUCCESS;
+    cl_mem buffer = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_ONLY, size, NULL, &err);
+    if (err != CL_SUCCESS) return NULL;
+    const cl_uchar zero = 0;
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    if (clEnqueueFillBuffer(queue, buffer, &zero, 1, 0, size, 0, NULL, NULL) != CL_SUCCESS || clFinish(queue) != CL_SUCCESS) {
+        clReleaseMemObject(buffer);
+        return NULL;
+    }
+    extras->bias = (flashcl_tensor){buffer, 0, full ? bh * n * n : 0, full ? n * n : 0, n};
+    extras->bias_batch = (int)bb;
+    extras->bias_heads = (int)bh;
+    extras->bias_dtype = d->dtype;
+    *bytes = (double)size;
+    return buffer;
+}
 
 static void record_skipped_size(sweep_state *s, const flashcl_attention_desc *desc, flashcl_status status) {
     const bench_options *o = s->options;
@@ -154,6 +180,7 @@ static void measure_direction(sweep_state *s, const flashcl_attention_desc *desc
         r->block_density = extras ? o->block_density : 1.0;
         r->softcap = o->softcap;
         r->alibi_max_bias = o->alibi_max_bias;
+        r->bias_bytes = s->bias_bytes;
     }
     if (varlen) measure_varlen(s, varlen, direction, &records[FLASHCL_IMPL_FLASH]);
     bench_progress_done();
@@ -259,9 +286,20 @@ static void measure_size(sweep_state *s, int seqlen) {
         bench_buffers_release(&buffers);
         return;
     }
-    if (!mask && has_score_mods(o)) flashcl_attention_extras_init(&extras);
-    if (mask || has_score_mods(o)) score_mods(o, &extras);
-    const flashcl_attention_extras *call_extras = mask || has_score_mods(o) ? &extras : NULL;
+    const int with_extras = mask || has_score_mods(o) || o->bias;
+    if (!mask && with_extras) flashcl_attention_extras_init(&extras);
+    if (with_extras) score_mods(o, &extras);
+    cl_mem bias = NULL;
+    s->bias_bytes = 0.0;
+    if (o->bias && !(bias = zero_bias(s->ctx, o, &desc, &extras, &s->bias_bytes))) {
+        fprintf(stderr, "flashcl bench: N=%d skipped: cannot create the bias\n", seqlen);
+        record_skipped_size(s, &desc, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY);
+        s->failed = 1;
+        if (mask) clReleaseMemObject(mask);
+        bench_buffers_release(&buffers);
+        return;
+    }
+    const flashcl_attention_extras *call_extras = with_extras ? &extras : NULL;
     varlen_run varlen;
     const int with_varlen = o->varlen && varlen_setup(s, &desc, &buffers, &varlen);
     const varlen_run *packed = with_varlen ? &varlen : NULL;
@@ -269,6 +307,7 @@ static void measure_size(sweep_state *s, int seqlen) {
     if (o->backward) measure_direction(s, &desc, &buffers, call_extras, packed, BENCH_DIR_FORWARD_BACKWARD);
     if (with_varlen) varlen_release(&varlen);
     if (mask) clReleaseMemObject(mask);
+    if (bias) clReleaseMemObject(bias);
     bench_buffers_release(&buffers);
 }
 

@@ -97,6 +97,8 @@ int bench_write_json(const char *path, const bench_record_list *records) {
         write_number(f, r->softcap, "null");
         fputs(", \"alibi_max_bias\": ", f);
         write_number(f, r->alibi_max_bias, "null");
+        fputs(", \"bias_bytes\": ", f);
+        write_number(f, r->bias_bytes, "null");
         fputs(", \"status\": ", f);
         write_json_string(f, r->status);
         fputs(", \"device\": ", f);
@@ -119,7 +121,7 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
     fputs("impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,extra_device_bytes,"
           "predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device", f);
     for (int k = 0; k < VARLEN_FIELDS; ++k) fprintf(f, ",%s", VARLEN_NAMES[k]);
-    fputs(",kernel,softcap,alibi_max_bias\n", f);
+    fputs(",kernel,softcap,alibi_max_bias,bias_bytes\n", f);
     for (size_t i = 0; i < records->count; ++i) {
         const bench_record *r = &records->items[i];
         fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
@@ -144,6 +146,8 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
         write_number(f, r->softcap, "");
         fputc(',', f);
         write_number(f, r->alibi_max_bias, "");
+        fputc(',', f);
+        write_number(f, r->bias_bytes, "");
         fputc('\n', f);
     }
     return close_output(f, path);

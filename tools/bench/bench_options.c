@@ -57,6 +57,9 @@ void bench_print_usage(FILE *out) {
             "                        modifiers' rows are the same calls with the modifier on: their time\n"
             "                        over a plain run's is the modifier's overhead (records: softcap,\n"
             "                        alibi_max_bias)\n"
+            "  --bias shared|full    an additive bias in the storage type (flash only; not with --varlen),\n"
+            "                        (1, 1, N, N) or (B, H, N, N), all zeros: its cost over a plain run is\n"
+            "                        that of reading it (records: bias_bytes)\n"
             "  --varlen LO,HI        variable-length versus padded (flash): for each N, the B sequences\n"
             "                        get random lengths uniform in [LO x N, HI x N] (0 < LO <= HI <= 1)\n"
             "                        and are timed packed end to end (cu_seqlens) beside the padded\n"
@@ -282,7 +285,7 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         static const char *const valued[] = {"--seqlens", "--head-dim", "--batch", "--heads", "--dtype",
                                              "--impl", "--repeat", "--warmup", "--device", "--json",
                                              "--csv", "--plot", "--plan", "--tensor-cores", "--f32-precision",
-                                             "--memory-budget", "--dropout", "--softcap", "--alibi-max-bias",
+                                             "--memory-budget", "--dropout", "--softcap", "--alibi-max-bias", "--bias",
                                              "--block-density", "--block-size", "--varlen", "--varlen-seed"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; ++k) known |= strcmp(name, valued[k]) == 0;
@@ -343,6 +346,11 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
             if (strcmp(name, "--softcap") == 0) o->softcap = x;
             else o->alibi_max_bias = x;
         }
+        else if (strcmp(name, "--bias") == 0) {
+            if (strcmp(value, "shared") == 0) o->bias = BENCH_BIAS_SHARED;
+            else if (strcmp(value, "full") == 0) o->bias = BENCH_BIAS_FULL;
+            else bad = 1;
+        }
         else if (strcmp(name, "--device") == 0) o->device = value;
         else if (strcmp(name, "--json") == 0) o->json_path = value;
         else if (strcmp(name, "--csv") == 0) o->csv_path = value;
@@ -362,14 +370,18 @@ bench_parse_result bench_parse_options(int argc, char **argv, bench_options *o, 
         fprintf(err, "flashcl bench: note: standard attention is unavailable in this build "
                      "(FLASHCL_WITH_CLBLAST=OFF): timing flash only\n");
     }
-    if ((o->dropout > 0.0 || o->block_density < 1.0 || o->softcap > 0.0 || o->alibi_max_bias > 0.0) &&
+    if ((o->dropout > 0.0 || o->block_density < 1.0 || o->softcap > 0.0 || o->alibi_max_bias > 0.0 || o->bias) &&
         o->run_impl[FLASHCL_IMPL_STANDARD]) {
-        fprintf(err, "flashcl bench: --dropout, --block-density, --softcap and --alibi-max-bias need --impl flash "
-                     "(the standard implementation has none of them)\n");
+        fprintf(err, "flashcl bench: --dropout, --block-density, --softcap, --alibi-max-bias and --bias need --impl "
+                     "flash (the standard implementation has none of them)\n");
         return BENCH_PARSE_ERROR;
     }
     if (o->varlen_seed_given && !o->varlen) {
         fprintf(err, "flashcl bench: --varlen-seed needs --varlen LO,HI\n");
+        return BENCH_PARSE_ERROR;
+    }
+    if (o->varlen && o->bias) {
+        fprintf(err, "flashcl bench: --bias with --varlen: the library refuses a bias with a packed batch\n");
         return BENCH_PARSE_ERROR;
     }
     if (o->varlen && !o->run_impl[FLASHCL_IMPL_FLASH]) {

@@ -10,6 +10,9 @@
 
 enum { BENCH_EXIT_OK = 0, BENCH_EXIT_FAILURE = 1, BENCH_EXIT_USAGE = 2 };
 
+/* --bias: an additive attention bias in the storage type (zeros: its cost is reading it), of one shape. */
+enum { BENCH_BIAS_NONE = 0, BENCH_BIAS_SHARED = 1, BENCH_BIAS_FULL = 2 };
+
 typedef struct bench_options {
     int seqlens[BENCH_MAX_SEQLENS];
     int seqlen_count;
@@ -39,6 +42,7 @@ typedef struct bench_options {
     int block_size;       /* of the block mask */
     double softcap;        /* --softcap: logit soft-capping cap (0: none); flash only */
     double alibi_max_bias; /* --alibi-max-bias: ALiBi with llama.cpp's slopes of this max_bias (0: none); flash only */
+    int bias;              /* --bias: BENCH_BIAS_NONE, _SHARED (1, 1, N, N) or _FULL (B, H, N, N); flash only */
     /* --varlen LO,HI: beside each flash row (the padded batch, B sequences
      * of N), the same B sequences at random lengths in [LO x N, HI x N],
      * packed, are timed too. */

@@ -24,6 +24,7 @@ typedef struct bench_record {
     double block_density; /* fraction of key blocks computed (1: dense) */
     double softcap;        /* --softcap of the run (0: none) */
     double alibi_max_bias; /* --alibi-max-bias of the run (0: none) */
+    double bias_bytes;     /* --bias: bytes of the bias tensor (0: none) */
     /* --varlen, flash rows: this row's call is the padded batch (every
      * sequence at N); the same B sequences at random lengths, packed, were
      * timed beside it. NaN otherwise. */

@@ -95,6 +95,9 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
                 direction == BENCH_DIR_FORWARD ? "forward" : "forward+backward", o->head_dim, bench_heads_for(o),
                 o->causal ? "causal" : "not causal", cli_dtype_word(o->dtype), o->repeat, o->warmup,
                 records->device);
+        if (o->bias)
+            fprintf(out, "additive bias: %s, zeros in the storage type\n",
+                    o->bias == BENCH_BIAS_FULL ? "(B, H, N, N)" : "(1, 1, N, N)");
         if (o->softcap > 0.0 || o->alibi_max_bias > 0.0)
             fprintf(out, "score modifiers: softcap %g, ALiBi max_bias %g (0: off)\n", o->softcap, o->alibi_max_bias);
         if (o->dropout > 0.0 || o->block_density < 1.0)
