@@ -413,7 +413,7 @@ static int run_check_varlen(run_state *s, int backward) {
         int r = -1;
         printf("sequence %d (%d/%d rows q/k):\n", bi, lq, lk);
         unsigned char *mask = s->options.block_mask_path ? sequence_mask(s, &one) : NULL;
-        flashcl_reference_extras mods;
+        flashcl_reference_extras mods = {.mask = NULL}; /* every field empty: the helpers set theirs only */
         run_score_mods_reference(&s->mods, bi, hq, &mods);
         const check_inputs in = {.q = sq, .k = sk, .v = sv, .dout = sdo, .mask = mask, .mods = &mods};
         if (sq && sk && sv && sa && (backward ? sdo && sb && sc : slse != NULL) &&
@@ -455,7 +455,7 @@ static int run_check(run_state *s, int backward) {
             flashcl_reference_expand_block_mask(d, s->inputs.block_mask.data, s->options.block_size,
                                                 s->inputs.block_mask_per_head, mask);
     }
-    flashcl_reference_extras mods;
+    flashcl_reference_extras mods = {.mask = NULL}; /* every field empty: the helpers set theirs only */
     run_score_mods_reference_all(&s->mods, &mods);
     run_bias_reference(&s->bias, &mods);
     const check_inputs in = {.q = q, .k = k, .v = v, .dout = dout, .mask = mask, .mods = &mods};

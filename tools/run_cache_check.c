@@ -63,7 +63,8 @@ static int check_sequence(const run_options *o, const run_cache_inputs *in, cons
         flashcl_attention_desc one = *d;
         one.batch = 1;
         one.seqlen_k = rows;
-        flashcl_reference_extras ref_mods;
+        /* Every field starts empty (the bias's too): the helpers set theirs only. */
+        flashcl_reference_extras ref_mods = {.mask = NULL};
         run_score_mods_reference(mods, b, d->heads_q, &ref_mods);
         const check_inputs inputs = {.q = q_b, .k = k, .v = v, .mods = &ref_mods};
         result = check_forward(&one, &inputs, o_b, lse_b, o->tolerance);
