@@ -77,11 +77,19 @@ int dc_child_main(const char *out_path) {
     return fclose(f) == 0 && ok && result.status == FLASHCL_SUCCESS ? 0 : 1;
 }
 
+/* The build tree's scratch directory, or the system's temporary one where the build tree's path does not exist
+ * (a build tree copied to another machine, as the GPU runs do): the runs only need a directory of their own. */
+static const char *scratch_base(void) {
+    if (mkdir(DC_SCRATCH_BASE, 0700) == 0 || errno == EEXIST) return DC_SCRATCH_BASE;
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
 char *dc_scratch_dir(void) {
-    mkdir(DC_SCRATCH_BASE, 0700); /* may exist already */
-    char *dir = malloc(sizeof DC_SCRATCH_BASE + 16);
+    const char *base = scratch_base();
+    char *dir = malloc(strlen(base) + 16);
     if (!dir) return NULL;
-    sprintf(dir, "%s/run-XXXXXX", DC_SCRATCH_BASE);
+    sprintf(dir, "%s/run-XXXXXX", base);
     if (!mkdtemp(dir)) {
         free(dir);
         return NULL;
