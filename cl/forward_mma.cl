@@ -168,6 +168,22 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
         const bool has_next = k0 + BLOCK_K < key_end; // uniform
         COPY_WAIT(1); // K(j) has landed
+#if FLASHCL_BIAS
+        // This block's bias, loaded before the product so that its latency hides behind it.
+        float4 bias_pre[M_TILES][KEY_TILES];
+        UNROLL_ALWAYS
+        for (int m = 0; m < M_TILES; ++m) {
+            const int row_top = warp_row0 + m * 16 + g, row_bottom = row_top + 8;
+            UNROLL_ALWAYS
+            for (int n = 0; n < KEY_TILES; ++n) {
+                const int bias_col = k0 + n * 8 + 2 * t;
+                bias_pre[m][n] = (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col),
+                                          FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col + 1),
+                                          FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col),
+                                          FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col + 1));
+            }
+        }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
 #if MMA_WARPS_MAY_SKIP
         // A warp whose rows see no key of this block skips its arithmetic
@@ -246,11 +262,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #endif
 #if FLASHCL_BIAS
                 // After soft-capping, beside ALiBi, before the masks; pairs past the ends read nothing (0).
-                const int bias_col = k0 + n * 8 + 2 * t;
-                const float4 bias4 = (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col),
-                                              FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col + 1),
-                                              FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col),
-                                              FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col + 1));
+                const float4 bias4 = bias_pre[m][n];
                 x += bias4;
 #define BIAS_HIDES(component) || bias4.component == -INFINITY
 #else
