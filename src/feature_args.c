@@ -32,6 +32,10 @@ void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, con
         flashcl_arg_mem(a, f->varlen.cu_k);
         flashcl_arg_int(a, f->varlen.total_q);
     }
+    flashcl_arg_score_terms(a, f, alibi_slopes);
+}
+
+void flashcl_arg_score_terms(flashcl_kernel_args *a, const flashcl_features *f, cl_mem alibi_slopes) {
     flashcl_arg_score_mods(a, f, alibi_slopes);
     if (f->bias) flashcl_arg_tensor(a, &f->bias_view);
 }

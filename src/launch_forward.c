@@ -142,10 +142,8 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
     }
     if (plan->portable_args)
         flashcl_arg_features(&args, features, &tiles, slopes);
-    else if (plan->kind == FLASHCL_KERNEL_TENSOR_CORE || plan->kind == FLASHCL_KERNEL_TENSOR_CORE_EMULATED) {
-        flashcl_arg_score_mods(&args, features, slopes);
-        if (features->bias) flashcl_arg_tensor(&args, &features->bias_view); /* FLASHCL_BIAS_PARAMS */
-    }
+    else if (plan->kind == FLASHCL_KERNEL_TENSOR_CORE || plan->kind == FLASHCL_KERNEL_TENSOR_CORE_EMULATED)
+        flashcl_arg_score_terms(&args, features, slopes);
     if (cache) {
         flashcl_arg_mem(&args, cache->cache_seqlens);
         flashcl_arg_int(&args, append ? desc->seqlen_q : 0);

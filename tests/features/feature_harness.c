@@ -251,3 +251,34 @@ void fh_expect_close_in_sequence(const char *c, const char *what, int b, size_t 
     ck_assert_msg(fabsf(got - want) <= 2e-4f + 2e-4f * fabsf(want), "%s: %s of sequence %d [%zu]: %.7g, expected %.7g",
                   c, what, b, i, (double)got, (double)want);
 }
+
+fh_case fh_case_make(const char *name, int batch, int hq, int hkv, int sq, int sk, int d, int causal) {
+    fh_case c;
+    memset(&c, 0, sizeof c);
+    c.name = name;
+    flashcl_attention_desc_init(&c.desc, batch, hq, sq, sk, d);
+    c.desc.heads_kv = hkv;
+    c.desc.causal = causal;
+    return c;
+}
+
+flashcl_context *fh_portable_context(void) {
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
+    return ctx;
+}
+
+flashcl_call_stats fh_explain(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *d,
+                              const flashcl_attention_extras *ex) {
+    flashcl_call_stats s;
+    ck_assert_msg(flashcl_explain_call(ctx, pass, d, ex, &s) == FLASHCL_SUCCESS, "%s", flashcl_last_error(ctx));
+    return s;
+}
+
+void fh_round_inputs(fh_inputs *in, flashcl_dtype dtype) {
+    for (size_t i = 0; i < in->q_count; ++i) in->q[i] = ts_round_to_dtype(in->q[i], dtype);
+    for (size_t i = 0; i < in->kv_count; ++i) {
+        in->k[i] = ts_round_to_dtype(in->k[i], dtype);
+        in->v[i] = ts_round_to_dtype(in->v[i], dtype);
+    }
+}

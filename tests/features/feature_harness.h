@@ -29,8 +29,20 @@ typedef struct fh_inputs {
     size_t q_count, kv_count, lse_count;
 } fh_inputs;
 
+/* A dense case named name: (batch, hq query heads, hkv KV heads, sq x sk, head dim d), causal or not, f32. */
+fh_case fh_case_make(const char *name, int batch, int hq, int hkv, int sq, int sk, int d, int causal);
+
+/* A test context whose calls run the portable kernels (tensor cores off). */
+flashcl_context *fh_portable_context(void);
+
+/* flashcl_explain_call of pass with extras ex (NULL: none); fails the test on an error. */
+flashcl_call_stats fh_explain(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *d,
+                              const flashcl_attention_extras *ex);
+
 void fh_inputs_make(const fh_case *c, uint64_t seed, fh_inputs *in);
 void fh_inputs_free(fh_inputs *in);
+/* Q, K and V as the device stores them in dtype (the reference must see the same values). */
+void fh_round_inputs(fh_inputs *in, flashcl_dtype dtype);
 
 /* Forward (and, if backward, the backward) through flashcl_forward_ex /
  * flashcl_backward_ex on contiguous views with canaries; outputs start

@@ -20,22 +20,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static fh_case make_case(const char *name, int batch, int hq, int hkv, int sq, int sk, int d, int causal) {
-    fh_case c;
-    memset(&c, 0, sizeof c);
-    c.name = name;
-    flashcl_attention_desc_init(&c.desc, batch, hq, sq, sk, d);
-    c.desc.heads_kv = hkv;
-    c.desc.causal = causal;
-    return c;
-}
-
-static flashcl_context *portable_context(void) {
-    flashcl_context *ctx = ts_context();
-    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
-    return ctx;
-}
-
 static size_t plane(const fh_case *c) { return (size_t)c->desc.seqlen_q * (size_t)c->desc.seqlen_k; }
 
 /* A bias of (bb, bh, Sq, Sk) floats uniform in [lo, hi), rounded to dtype (the reference sees what is stored). */
@@ -131,10 +115,10 @@ static const ts_placement contiguous = {FLASHCL_LAYOUT_BHSD, 0, 0};
  * into its buffer with 3 unused elements after each row, head and batch (the dQ kernel writes it directly), the
  * broadcast ones contiguous (through the reduction). */
 START_TEST(broadcast_shapes) {
-    const fh_case c = make_case("37x53 d32 gqa 4/2 bias", 2, 4, 2, 37, 53, 32, 0);
+    const fh_case c = fh_case_make("37x53 d32 gqa 4/2 bias", 2, 4, 2, 37, 53, 32, 0);
     fh_inputs in;
     fh_inputs_make(&c, 61, &in);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     static const int shapes[4][2] = {{1, 1}, {2, 1}, {1, 4}, {2, 4}};
     const ts_placement padded = {FLASHCL_LAYOUT_BHSD, 5, 3};
     for (int s = 0; s < 4; ++s) {
@@ -152,10 +136,10 @@ END_TEST
 /* A (1, 1, Sq, Sk) buffer seen as a full (B, Hq, Sq, Sk) bias through zero batch and head strides (PyTorch's
  * expand): the scores are those of the broadcast bias, dBias is of the full shape (one gradient per (b, h)). */
 START_TEST(zero_stride_broadcast) {
-    const fh_case c = make_case("37x53 d32 gqa 4/2 bias expanded by strides", 2, 4, 2, 37, 53, 32, 0);
+    const fh_case c = fh_case_make("37x53 d32 gqa 4/2 bias expanded by strides", 2, 4, 2, 37, 53, 32, 0);
     fh_inputs in;
     fh_inputs_make(&c, 62, &in);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     cl_context context = flashcl_context_cl_context(ctx);
     const size_t p = plane(&c), full = 8 * p;
     float *one = random_bias(&c, 1, 1, 200, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
@@ -197,10 +181,10 @@ END_TEST
  * key, scattered pairs elsewhere; keys biased by +-1e4 (they dominate or vanish); then a bias of -inf everywhere
  * (every row empty); then one NaN (its row NaN, not empty). */
 START_TEST(infinite_and_large) {
-    const fh_case c = make_case("37x53 d32 gqa 4/2 bias -inf rows, 1e4", 2, 4, 2, 37, 53, 32, 0);
+    const fh_case c = fh_case_make("37x53 d32 gqa 4/2 bias -inf rows, 1e4", 2, 4, 2, 37, 53, 32, 0);
     fh_inputs in;
     fh_inputs_make(&c, 63, &in);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     const int sk = 53;
     float *bias = random_bias(&c, 1, 1, 300, -1.0f, 1.0f, FLASHCL_DTYPE_F32);
     for (int j = 0; j < sk; ++j) bias[j] = -INFINITY;
@@ -245,11 +229,11 @@ END_TEST
 /* ALiBi's slopes and the explicit bias -slope * |i + Sk - Sq - j| they stand for (per head, rounded to float)
  * give the same O, LSE, dQ, dK and dV within rounding (the two add the same term to the same score). */
 START_TEST(alibi_equals_bias) {
-    const fh_case c = make_case("37x53 d32 gqa 4/2 alibi vs bias", 2, 4, 2, 37, 53, 32, 0);
+    const fh_case c = fh_case_make("37x53 d32 gqa 4/2 alibi vs bias", 2, 4, 2, 37, 53, 32, 0);
     static const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
     fh_inputs in;
     fh_inputs_make(&c, 64, &in);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     const int sq = 37, sk = 53;
     float *bias = malloc(4 * plane(&c) * sizeof *bias);
     ck_assert_ptr_nonnull(bias);
@@ -297,11 +281,11 @@ END_TEST
 /* A per-head bias with soft-capping and ALiBi (max_bias) on a causal GQA problem with more queries than keys (the
  * top rows see no key: empty), forward split along the keys (3 chunks and the combine), backward with dBias. */
 START_TEST(softcap_alibi_causal_gqa) {
-    const fh_case c = make_case("61x45 d32 causal gqa 6/2 bias + softcap 3 + alibi, split-KV", 2, 6, 2, 61, 45, 32, 1);
+    const fh_case c = fh_case_make("61x45 d32 causal gqa 6/2 bias + softcap 3 + alibi, split-KV", 2, 6, 2, 61, 45, 32, 1);
     fh_inputs in;
     fh_inputs_make(&c, 65, &in);
     for (size_t i = 0; i < in.q_count; ++i) in.q[i] *= 3.0f; /* scores of a few units: the cap bends them */
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
     float slopes[6];
     flashcl_reference_alibi_slopes(6, 8.0, slopes);
@@ -332,7 +316,7 @@ END_TEST
 /* A (B, 1) bias under a two-sided window (the dQ kernel skips key blocks on both sides: their dBias is written as
  * 0) and dropout, forward and backward. */
 START_TEST(window_dropout) {
-    fh_case c = make_case("50x90 d32 window 20,8 dropout 0.2 bias", 2, 2, 2, 50, 90, 32, 0);
+    fh_case c = fh_case_make("50x90 d32 window 20,8 dropout 0.2 bias", 2, 2, 2, 50, 90, 32, 0);
     c.desc.sliding_window = 1;
     c.desc.window_left = 20;
     c.desc.window_right = 8;
@@ -340,7 +324,7 @@ START_TEST(window_dropout) {
     c.desc.dropout_seed = 1234;
     fh_inputs in;
     fh_inputs_make(&c, 66, &in);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     float *bias = random_bias(&c, 2, 1, 500, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
     const flashcl_reference_extras mods = {.softcap = 0.0};
     run_bias(ctx, &c, &in, 1, no_extras(), mods, bias, 2, 1, FLASHCL_DTYPE_F32, &contiguous);
@@ -353,7 +337,7 @@ END_TEST
 /* A per-head block mask (blocks of 16, two heads with 32 keys off in every row: the kernels skip their all-off
  * tiles, whose dBias is written as 0) with a full bias and causal, forward and backward. */
 START_TEST(block_mask) {
-    fh_case c = make_case("64x96 d32 causal gqa 4/2 block mask 16 per head + bias", 2, 4, 2, 64, 96, 32, 1);
+    fh_case c = fh_case_make("64x96 d32 causal gqa 4/2 block mask 16 per head + bias", 2, 4, 2, 64, 96, 32, 1);
     enum { ROWS = 4, COLS = 6 };
     uint8_t blocks[4 * ROWS * COLS];
     ts_rng rng = {69};
@@ -369,7 +353,7 @@ START_TEST(block_mask) {
     c.mask_bytes = sizeof blocks;
     fh_inputs in;
     fh_inputs_make(&c, 69, &in);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     float *bias = random_bias(&c, 2, 4, 800, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
     const flashcl_reference_extras mods = {.softcap = 0.0};
     run_bias(ctx, &c, &in, 1, no_extras(), mods, bias, 2, 4, FLASHCL_DTYPE_F32, &contiguous);
@@ -382,19 +366,13 @@ END_TEST
 /* Half storage: a half bias (1, Hq) forward and backward (dBias in half through the reduction), and a float32
  * bias beside half data (FLASHCL_BIAS_F32), forward. */
 START_TEST(half_storage) {
-    fh_case c = make_case("33x70 d32 f16 gqa 4/2 bias", 1, 4, 2, 33, 70, 32, 0);
+    fh_case c = fh_case_make("33x70 d32 f16 gqa 4/2 bias", 1, 4, 2, 33, 70, 32, 0);
     c.desc.dtype = FLASHCL_DTYPE_F16;
     fh_inputs in;
     fh_inputs_make(&c, 67, &in);
-    for (size_t i = 0; i < in.q_count; ++i) {
-        in.q[i] = ts_round_to_dtype(in.q[i], FLASHCL_DTYPE_F16);
-        in.dout[i] = ts_round_to_dtype(in.dout[i], FLASHCL_DTYPE_F16);
-    }
-    for (size_t i = 0; i < in.kv_count; ++i) {
-        in.k[i] = ts_round_to_dtype(in.k[i], FLASHCL_DTYPE_F16);
-        in.v[i] = ts_round_to_dtype(in.v[i], FLASHCL_DTYPE_F16);
-    }
-    flashcl_context *ctx = portable_context();
+    fh_round_inputs(&in, FLASHCL_DTYPE_F16);
+    for (size_t i = 0; i < in.q_count; ++i) in.dout[i] = ts_round_to_dtype(in.dout[i], FLASHCL_DTYPE_F16);
+    flashcl_context *ctx = fh_portable_context();
     const flashcl_reference_extras mods = {.softcap = 0.0};
     float *half_bias = random_bias(&c, 1, 4, 600, -2.0f, 2.0f, FLASHCL_DTYPE_F16);
     run_bias(ctx, &c, &in, 1, no_extras(), mods, half_bias, 1, 4, FLASHCL_DTYPE_F16, &contiguous);
@@ -416,15 +394,11 @@ END_TEST
  * +-1e4 values; and a (B, 1) f16 bias alone. Each is an emulated build of its own (slow on rusticl): where sweeps
  * run diagonally (rusticl) the first alone. */
 START_TEST(tensor_core_forward) {
-    fh_case c = make_case("45x77 d64 f16 causal gqa 4/2 bias, tensor cores", 2, 4, 2, 45, 77, 64, 1);
+    fh_case c = fh_case_make("45x77 d64 f16 causal gqa 4/2 bias, tensor cores", 2, 4, 2, 45, 77, 64, 1);
     c.desc.dtype = FLASHCL_DTYPE_F16;
     fh_inputs in;
     fh_inputs_make(&c, 71, &in);
-    for (size_t i = 0; i < in.q_count; ++i) in.q[i] = ts_round_to_dtype(in.q[i], FLASHCL_DTYPE_F16);
-    for (size_t i = 0; i < in.kv_count; ++i) {
-        in.k[i] = ts_round_to_dtype(in.k[i], FLASHCL_DTYPE_F16);
-        in.v[i] = ts_round_to_dtype(in.v[i], FLASHCL_DTYPE_F16);
-    }
+    fh_round_inputs(&in, FLASHCL_DTYPE_F16);
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
     const int sk = 77;
@@ -488,7 +462,7 @@ static void backward_bits(flashcl_context *ctx, const fh_case *c, const fh_input
  * by the dQ kernel, the skipped keys' zeros included) and a (B, 1) one (through the reduction). The default
  * plan's dBias is judged against the reference. */
 START_TEST(plans_agree) {
-    fh_case c = make_case("45x70 d32 causal gqa 4/2 window 16,-1 bias, three backward plans", 2, 4, 2, 45, 70, 32, 1);
+    fh_case c = fh_case_make("45x70 d32 causal gqa 4/2 window 16,-1 bias, three backward plans", 2, 4, 2, 45, 70, 32, 1);
     c.desc.sliding_window = 1;
     c.desc.window_left = 16;
     fh_inputs in;
@@ -503,7 +477,7 @@ START_TEST(plans_agree) {
         double *gold = malloc(n * sizeof *gold), *low = malloc(n * sizeof *low);
         ck_assert(first && other && gold && low);
         fh_result base;
-        flashcl_context *ctx = portable_context();
+        flashcl_context *ctx = fh_portable_context();
         backward_bits(ctx, &c, &in, values, bb, bh, first, &base);
         const flashcl_reference_extras mods = {.bias = values, .bias_batch = bb, .bias_heads = bh};
         reference_dbias(&c, &in, &mods, gold, low);
@@ -512,7 +486,7 @@ START_TEST(plans_agree) {
         for (int p = -1; p < 2; ++p) {
             flashcl_context *run_ctx = ctx;
             if (p >= 0) {
-                run_ctx = portable_context();
+                run_ctx = fh_portable_context();
                 ck_assert_int_eq(flashcl_context_force_plan(run_ctx, FLASHCL_PASS_BACKWARD, &plans[p]),
                                  FLASHCL_SUCCESS);
             }
@@ -581,14 +555,14 @@ static void chained_run(flashcl_context *ctx, const fh_case *c, const fh_inputs 
 /* The same call on an in-order and an out-of-order queue (where the device offers one) gives the same dBias,
  * bit for bit. */
 START_TEST(out_of_order_queue) {
-    const fh_case c = make_case("37x53 d32 gqa 4/2 bias (1, 1), out-of-order queue", 2, 4, 2, 37, 53, 32, 0);
+    const fh_case c = fh_case_make("37x53 d32 gqa 4/2 bias (1, 1), out-of-order queue", 2, 4, 2, 37, 53, 32, 0);
     fh_inputs in;
     fh_inputs_make(&c, 70, &in);
     float *bias = random_bias(&c, 1, 1, 900, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
     const size_t n = plane(&c);
     float *in_order = malloc(n * sizeof *in_order), *out_of_order = malloc(n * sizeof *out_of_order);
     ck_assert(in_order && out_of_order);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     chained_run(ctx, &c, &in, bias, in_order);
     cl_command_queue_properties props = 0;
     ck_assert_int_eq(clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_QUEUE_PROPERTIES, sizeof props, &props,
@@ -623,13 +597,6 @@ END_TEST
 
 /* ---- what the dispatcher builds ----------------------------------------------------------- */
 
-static flashcl_call_stats explain(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *d,
-                                  const flashcl_attention_extras *ex) {
-    flashcl_call_stats s;
-    ck_assert_msg(flashcl_explain_call(ctx, pass, d, ex, &s) == FLASHCL_SUCCESS, "%s", flashcl_last_error(ctx));
-    return s;
-}
-
 /* A call without a bias builds what it did before (no extras, and an older caller's version-2 extras whose bytes
  * past its size are garbage); a bias adds its defines, the tensor-core forward takes it, the tensor-core backward
  * and the decode kernel hand it to the portable kernels; a broadcast dBias counts its scratch. Nothing here runs
@@ -646,16 +613,16 @@ START_TEST(dispatch_options) {
     biased.bias_batch = 1;
     biased.bias_heads = 4;
     for (int pass = FLASHCL_PASS_FORWARD; pass <= FLASHCL_PASS_BACKWARD; ++pass) {
-        const flashcl_call_stats dense = explain(ctx, (flashcl_pass)pass, &d, NULL);
+        const flashcl_call_stats dense = fh_explain(ctx, (flashcl_pass)pass, &d, NULL);
         ck_assert_int_eq(dense.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
         flashcl_attention_extras old = biased;
         old.struct_size = offsetof(flashcl_attention_extras, bias);
         old.bias_batch = 77; /* not the older caller's: never looked at */
-        ck_assert_str_eq(explain(ctx, (flashcl_pass)pass, &d, &old).build_options, dense.build_options);
+        ck_assert_str_eq(fh_explain(ctx, (flashcl_pass)pass, &d, &old).build_options, dense.build_options);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
-        const flashcl_call_stats portable = explain(ctx, (flashcl_pass)pass, &d, NULL);
+        const flashcl_call_stats portable = fh_explain(ctx, (flashcl_pass)pass, &d, NULL);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
-        const flashcl_call_stats with_bias = explain(ctx, (flashcl_pass)pass, &d, &biased);
+        const flashcl_call_stats with_bias = fh_explain(ctx, (flashcl_pass)pass, &d, &biased);
         const int forward = pass == FLASHCL_PASS_FORWARD;
         ck_assert_int_eq(with_bias.kernel, forward ? FLASHCL_KERNEL_TENSOR_CORE_EMULATED : FLASHCL_KERNEL_PORTABLE);
         char expected[FLASHCL_BUILD_OPTIONS_CAPACITY + 64];
@@ -667,7 +634,7 @@ START_TEST(dispatch_options) {
             /* A (1, Hq) bias's dBias: a (B, Hq, Sq, Sk) float scratch beyond what the call needs without it. */
             flashcl_attention_extras with_dbias = biased;
             with_dbias.dbias = (flashcl_tensor){buffer, 0, 0, 64 * 64, 64};
-            const flashcl_call_stats s = explain(ctx, FLASHCL_PASS_BACKWARD, &d, &with_dbias);
+            const flashcl_call_stats s = fh_explain(ctx, FLASHCL_PASS_BACKWARD, &d, &with_dbias);
             ck_assert_uint_eq(s.extra_device_bytes, with_bias.extra_device_bytes + 2 * 4 * 64 * 64 * sizeof(float));
         }
     }
@@ -676,10 +643,10 @@ START_TEST(dispatch_options) {
     flashcl_attention_desc one = d;
     one.seqlen_q = 1;
     biased.bias.stride_seq = 0;
-    ck_assert_int_eq(explain(ctx, FLASHCL_PASS_FORWARD, &one, NULL).kernel, FLASHCL_KERNEL_DECODE);
-    ck_assert_int_eq(explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased).kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+    ck_assert_int_eq(fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, NULL).kernel, FLASHCL_KERNEL_DECODE);
+    ck_assert_int_eq(fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased).kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
-    ck_assert_int_eq(explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased).kernel, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased).kernel, FLASHCL_KERNEL_PORTABLE);
     clReleaseMemObject(buffer);
     flashcl_context_free(ctx);
 }
@@ -696,7 +663,7 @@ typedef struct bad_call {
 } bad_call;
 
 static void bad_call_make(bad_call *x) {
-    x->ctx = portable_context();
+    x->ctx = fh_portable_context();
     x->context = flashcl_context_cl_context(x->ctx);
     flashcl_attention_desc_init(&x->d, 2, 4, 8, 8, 16);
     const flashcl_dtype f32 = FLASHCL_DTYPE_F32;

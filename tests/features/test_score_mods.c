@@ -33,31 +33,6 @@ static void amplify(fh_inputs *in, float a) {
     for (size_t i = 0; i < in->kv_count; ++i) in->k[i] *= a;
 }
 
-/* Inputs as the device stores them in dtype (the reference must see the same values). */
-static void round_inputs(fh_inputs *in, flashcl_dtype dtype) {
-    for (size_t i = 0; i < in->q_count; ++i) in->q[i] = ts_round_to_dtype(in->q[i], dtype);
-    for (size_t i = 0; i < in->kv_count; ++i) {
-        in->k[i] = ts_round_to_dtype(in->k[i], dtype);
-        in->v[i] = ts_round_to_dtype(in->v[i], dtype);
-    }
-}
-
-static fh_case make_case(const char *name, int batch, int hq, int hkv, int sq, int sk, int d, int causal) {
-    fh_case c;
-    memset(&c, 0, sizeof c);
-    c.name = name;
-    flashcl_attention_desc_init(&c.desc, batch, hq, sq, sk, d);
-    c.desc.heads_kv = hkv;
-    c.desc.causal = causal;
-    return c;
-}
-
-static flashcl_context *portable_context(void) {
-    flashcl_context *ctx = ts_context();
-    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
-    return ctx;
-}
-
 static flashcl_call_stats last_stats(flashcl_context *ctx) {
     flashcl_call_stats s;
     ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
@@ -85,12 +60,12 @@ static void expect_same_bits(const char *name, const char *what, const float *a,
 /* Soft-capping and ALiBi together with causal and GQA, forward and backward; the same slopes from the host array
  * and from a device buffer give the same bits. */
 START_TEST(softcap_alibi_causal_gqa) {
-    const fh_case c = make_case("70x90 d64 causal gqa 4/2 softcap 2 + alibi", 2, 4, 2, 70, 90, 64, 1);
+    const fh_case c = fh_case_make("70x90 d64 causal gqa 4/2 softcap 2 + alibi", 2, 4, 2, 70, 90, 64, 1);
     static const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
     fh_inputs in;
     fh_inputs_make(&c, 21, &in);
     amplify(&in, 3.0f); /* scaled scores of a few units: cap 2 bends most of them */
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     flashcl_attention_extras ex;
     flashcl_attention_extras_init(&ex);
     ex.softcap = 2.0f;
@@ -118,11 +93,11 @@ END_TEST
 /* Soft-capping alone at caps 1 and 5 on scores up to ~50: the cap decides the result. The tiled forward's
  * split-KV (forced: 3 key chunks and the combine) takes the modifiers as they are. */
 START_TEST(softcap_small_caps) {
-    const fh_case c = make_case("77x300 d40 softcap, split-KV", 1, 2, 2, 77, 300, 40, 0);
+    const fh_case c = fh_case_make("77x300 d40 softcap, split-KV", 1, 2, 2, 77, 300, 40, 0);
     fh_inputs in;
     fh_inputs_make(&c, 22, &in);
     amplify(&in, 4.0f);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
     static const float caps[2] = {1.0f, 5.0f};
     float *lse[2];
@@ -152,14 +127,14 @@ END_TEST
 /* ALiBi alone with a two-sided window: slopes from max_bias over 6 heads (both of llama.cpp's branches), then per
  * batch from a device buffer at an offset. */
 START_TEST(alibi_window_sources) {
-    fh_case c = make_case("50x120 d40 gqa 6/3 window 30,10 alibi", 2, 6, 3, 50, 120, 40, 0);
+    fh_case c = fh_case_make("50x120 d40 gqa 6/3 window 30,10 alibi", 2, 6, 3, 50, 120, 40, 0);
     c.desc.sliding_window = 1;
     c.desc.window_left = 30;
     c.desc.window_right = 10;
     fh_inputs in;
     fh_inputs_make(&c, 23, &in);
     amplify(&in, 2.0f);
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     float from_bias[6];
     llama_slopes(6, 8.0f, from_bias);
     flashcl_attention_extras ex;
@@ -228,7 +203,7 @@ START_TEST(varlen_block_mask_dropout) {
     ck_assert_ptr_nonnull(mask);
     for (size_t x = 0; x < rows * cols; ++x) mask[x] = ts_uniform(&rng, 0.0, 1.0) < 0.7;
 
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
     const size_t f = sizeof(float);
@@ -318,18 +293,18 @@ END_TEST
  * (both with 16 packed rows per work-group: one build), half storage, split along the keys in 3 chunks (the
  * unsplit decode kernel: kv_cache_rows). */
 START_TEST(decode_rows) {
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
     float slopes[16];
     llama_slopes(16, 8.0f, slopes);
     for (int sq = 1; sq <= 4; sq += 3) {
-        fh_case c = make_case(sq == 1 ? "decode 1x300 d64 16/1 softcap + alibi" : "decode 4x300 d64 16/1 causal",
+        fh_case c = fh_case_make(sq == 1 ? "decode 1x300 d64 16/1 softcap + alibi" : "decode 4x300 d64 16/1 causal",
                               2, 16, 1, sq, 300, 64, sq > 1);
         c.desc.dtype = FLASHCL_DTYPE_F16;
         fh_inputs in;
         fh_inputs_make(&c, 40 + (uint64_t)sq, &in);
         amplify(&in, 3.0f);
-        round_inputs(&in, FLASHCL_DTYPE_F16);
+        fh_round_inputs(&in, FLASHCL_DTYPE_F16);
         flashcl_attention_extras ex;
         flashcl_attention_extras_init(&ex);
         ex.softcap = 5.0f;
@@ -361,14 +336,14 @@ START_TEST(tensor_core_kernels) {
         /* Each is a cold build of the emulated kernels (tens of seconds on rusticl): where sweeps run diagonally
          * (rusticl) the f16 forward alone. */
         if (!ts_sweep_takes_variant(0, f32, 2)) continue;
-        fh_case c = make_case(f32 ? "mma f32 3xtf32 45x77 d64 causal gqa 4/2 softcap 5 + alibi"
+        fh_case c = fh_case_make(f32 ? "mma f32 3xtf32 45x77 d64 causal gqa 4/2 softcap 5 + alibi"
                                   : "mma f16 45x77 d64 causal gqa 4/2 softcap 5 + alibi",
                               1, 4, 2, 45, 77, 64, 1);
         c.desc.dtype = f32 ? FLASHCL_DTYPE_F32 : FLASHCL_DTYPE_F16;
         fh_inputs in;
         fh_inputs_make(&c, 60 + (uint64_t)f32, &in);
         amplify(&in, 3.0f);
-        round_inputs(&in, c.desc.dtype);
+        fh_round_inputs(&in, c.desc.dtype);
         flashcl_attention_extras ex;
         flashcl_attention_extras_init(&ex);
         ex.softcap = 5.0f;
@@ -408,7 +383,7 @@ START_TEST(kv_cache_rows) {
     for (size_t i = 0; i < nq; ++i) q[i] = ts_round_to_dtype(q[i], f16);
     for (size_t i = 0; i < nc; ++i) k[i] = ts_round_to_dtype(k[i], f16), v[i] = ts_round_to_dtype(v[i], f16);
 
-    flashcl_context *ctx = portable_context();
+    flashcl_context *ctx = fh_portable_context();
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
     const ts_placement bhsd = {FLASHCL_LAYOUT_BHSD, 0, 0}, rows = {FLASHCL_LAYOUT_BSHD, 0, 0};
@@ -446,7 +421,7 @@ START_TEST(kv_cache_rows) {
     ts_tensor_read_output(queue, &tl, "LSE", lse);
 
     for (int b = 0; b < B; ++b) {
-        fh_case c = make_case("kv cache 4 rows d64 16/1 causal softcap + alibi per sequence", 1, HQ, HKV, SQ, lens[b],
+        fh_case c = fh_case_make("kv cache 4 rows d64 16/1 causal softcap + alibi per sequence", 1, HQ, HKV, SQ, lens[b],
                               D, 1);
         c.desc.dtype = f16;
         fh_inputs in = {malloc(nq / B * sizeof(float)), malloc((size_t)HKV * lens[b] * D * sizeof(float)),
@@ -477,13 +452,6 @@ END_TEST
 
 /* ---- what the dispatcher builds --------------------------------------------------- */
 
-static flashcl_call_stats explain(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *d,
-                                  const flashcl_attention_extras *ex) {
-    flashcl_call_stats s;
-    ck_assert_msg(flashcl_explain_call(ctx, pass, d, ex, &s) == FLASHCL_SUCCESS, "%s", flashcl_last_error(ctx));
-    return s;
-}
-
 /* A dense call builds exactly what it did before the modifiers existed (the same options, so the same program
  * cache key): no extras, extras with every modifier off, and an older caller's smaller extras whose bytes past
  * its size are garbage. The modifiers add their two defines and nothing else, the tensor-core kernels' as the
@@ -501,26 +469,26 @@ START_TEST(dispatch_options) {
     mods.softcap = 30.0f;
     mods.alibi_max_bias = 8.0f;
     for (int pass = FLASHCL_PASS_FORWARD; pass <= FLASHCL_PASS_BACKWARD; ++pass) {
-        const flashcl_call_stats dense = explain(ctx, (flashcl_pass)pass, &d, NULL);
+        const flashcl_call_stats dense = fh_explain(ctx, (flashcl_pass)pass, &d, NULL);
         ck_assert_int_eq(dense.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
-        ck_assert_str_eq(explain(ctx, (flashcl_pass)pass, &d, &none).build_options, dense.build_options);
+        ck_assert_str_eq(fh_explain(ctx, (flashcl_pass)pass, &d, &none).build_options, dense.build_options);
         /* An older caller's extras end before softcap; what lies past them is not theirs. */
         flashcl_attention_extras old = mods;
         old.struct_size = offsetof(flashcl_attention_extras, softcap);
         old.softcap = -1.0f;
-        ck_assert_str_eq(explain(ctx, (flashcl_pass)pass, &d, &old).build_options, dense.build_options);
+        ck_assert_str_eq(fh_explain(ctx, (flashcl_pass)pass, &d, &old).build_options, dense.build_options);
 
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
-        const flashcl_call_stats portable = explain(ctx, (flashcl_pass)pass, &d, NULL);
+        const flashcl_call_stats portable = fh_explain(ctx, (flashcl_pass)pass, &d, NULL);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
-        const flashcl_call_stats modded = explain(ctx, (flashcl_pass)pass, &d, &mods);
+        const flashcl_call_stats modded = fh_explain(ctx, (flashcl_pass)pass, &d, &mods);
         ck_assert_int_eq(modded.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
         char expected[FLASHCL_BUILD_OPTIONS_CAPACITY + 64];
         snprintf(expected, sizeof expected, "%s -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1", dense.build_options);
         ck_assert_str_eq(modded.build_options, expected);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
         snprintf(expected, sizeof expected, "%s -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1", portable.build_options);
-        ck_assert_str_eq(explain(ctx, (flashcl_pass)pass, &d, &mods).build_options, expected);
+        ck_assert_str_eq(fh_explain(ctx, (flashcl_pass)pass, &d, &mods).build_options, expected);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
         ck_assert(strstr(portable.build_options, "SOFTCAP") == NULL && strstr(portable.build_options, "ALIBI") == NULL);
     }
@@ -531,7 +499,7 @@ START_TEST(dispatch_options) {
     flashcl_attention_desc one = d;
     one.seqlen_q = 1;
     one.seqlen_k = 4096;
-    const flashcl_call_stats split = explain(ctx, FLASHCL_PASS_FORWARD, &one, &mods);
+    const flashcl_call_stats split = fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, &mods);
     ck_assert_int_eq(split.kernel, FLASHCL_KERNEL_PORTABLE);
     ck_assert_int_eq(split.kv_splits, 4);
     flashcl_context_free(ctx);
@@ -549,7 +517,7 @@ typedef struct bad_call {
 } bad_call;
 
 static void bad_call_make(bad_call *x) {
-    x->ctx = portable_context();
+    x->ctx = fh_portable_context();
     x->context = flashcl_context_cl_context(x->ctx);
     flashcl_attention_desc_init(&x->d, 2, 4, 8, 8, 16);
     const ts_placement at = {FLASHCL_LAYOUT_BHSD, 0, 0};
