@@ -17,6 +17,12 @@
 #define DECODE_MAX_ROWS 16
 /* llvmpipe's budget: 65535 loop iterations per work-item in all (src/device_caps.h), kept at half. */
 #define LLVMPIPE_LOOP_BUDGET 32768
+/* The matrix-unit kernel (cl/decode_mma.cl): 16 packed rows (the
+ * instruction's m) and 4 warps per work-group, each warp taking 16 keys per
+ * step. */
+#define DECODE_MMA_ROWS 16
+#define DECODE_MMA_WARPS 4
+#define DECODE_MMA_STEP_KEYS 16
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
@@ -77,15 +83,60 @@ int flashcl_decode_tiles(const flashcl_device_caps *caps, const flashcl_problem 
     return 1;
 }
 
+/* Loop iterations of cl/decode_mma.cl's emulation per round: every
+ * emulated instruction's k loop (MMA_K / 4 iterations) and the rolled loops
+ * around the instructions, with room for the rest. */
+static size_t mma_iterations_per_round(const flashcl_attention_desc *desc) {
+    const size_t d = (size_t)desc->head_dim, dim_steps = d / 16, dim_tiles = d / 8;
+    return (2 * dim_steps + dim_tiles) * (16 / 4 + 2) + 2 * dim_steps + 64;
+}
+
+const flashcl_mma_backend *flashcl_decode_mma_backend(const flashcl_device_caps *caps, const flashcl_settings *s,
+                                                      const flashcl_problem *p) {
+    const flashcl_attention_desc *desc = p->desc;
+    if (s->forced_plan_set || desc->dtype == FLASHCL_DTYPE_F32) return NULL;
+    if (desc->head_dim != 64 && desc->head_dim != 128) return NULL;
+    /* 16-byte loads of 8 elements of each K and V row. */
+    if (p->kv_alignment % 8 != 0) return NULL;
+    return flashcl_mma_backend_select(caps, s->tensor_cores);
+}
+
+/* Local memory of cl/decode_mma.cl: the warps' maxima and sums, the rows'
+ * statistics, the output rows, and the backend's scratch (the emulation's
+ * operands and quad exchange). */
+static size_t mma_local_bytes(const flashcl_mma_backend *b, int head_dim, int warps) {
+    size_t words = 2 * (size_t)warps * DECODE_MMA_ROWS + 2 * DECODE_MMA_ROWS + DECODE_MMA_ROWS * (size_t)head_dim;
+    if (b->scratch_words_16bit)
+        words += (size_t)warps * (size_t)(b->scratch_words_16bit + b->forward_exchange_words);
+    return words * sizeof(float);
+}
+
+int flashcl_decode_mma_tiles(const flashcl_device_caps *caps, const flashcl_mma_backend *b,
+                             const flashcl_problem *p, flashcl_plan *tiles) {
+    const size_t threads = (size_t)DECODE_MMA_WARPS * (size_t)b->subgroup_width;
+    const size_t bytes = mma_local_bytes(b, p->desc->head_dim, DECODE_MMA_WARPS);
+    if (threads > caps->limits.max_work_group_size || bytes > caps->limits.local_mem_bytes) return 0;
+    memset(tiles, 0, sizeof *tiles);
+    tiles->block_q = DECODE_MMA_ROWS;
+    tiles->block_k = DECODE_MMA_WARPS * DECODE_MMA_STEP_KEYS;
+    tiles->threads_q = DECODE_MMA_WARPS;
+    tiles->threads_k = b->subgroup_width;
+    tiles->work_group_size = threads;
+    tiles->local_mem_bytes = bytes;
+    return 1;
+}
+
 size_t flashcl_decode_max_chunk(const flashcl_device_caps *caps, const flashcl_attention_desc *desc,
-                                const flashcl_plan *tiles) {
+                                const flashcl_plan *tiles, const flashcl_mma_backend *backend) {
     if (!caps->loop_limited) return 0;
+    if (backend) return LLVMPIPE_LOOP_BUDGET / mma_iterations_per_round(desc) * (size_t)tiles->block_k;
     const size_t per_step =
         iterations_per_step((size_t)desc->head_dim, (size_t)tiles->block_q, tiles->work_group_size);
     return LLVMPIPE_LOOP_BUDGET / per_step * (size_t)tiles->block_k;
 }
 
-void flashcl_decode_program(const flashcl_problem *p, flashcl_exec_plan *plan) {
+/* cl/decode.cl's options: its rows, work-items and vector widths. */
+static void portable_options(const flashcl_problem *p, flashcl_exec_plan *plan) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_plan *t = &plan->tiles;
     /* K rows in 16-byte loads of 8 elements need HEAD_DIM % 8 and every K
@@ -98,12 +149,29 @@ void flashcl_decode_program(const flashcl_problem *p, flashcl_exec_plan *plan) {
      * registers), 1 without vector loads. */
     const int dv = vec == 8 ? (t->block_q <= 8 ? 8 : 4) : 1;
     plan->program = "decode.cl";
-    plan->kernel_count = 1;
     plan->kernel_names[0] = "flashcl_decode";
-    plan->portable_args = 1;
     snprintf(plan->options, sizeof plan->options,
              "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DDECODE_ROWS=%d -DDECODE_THREADS=%zu -DKV_VEC=%d -DDV_VEC=%d",
              (int)desc->dtype, desc->head_dim, t->block_q, t->work_group_size, vec, dv);
+}
+
+void flashcl_decode_program(const flashcl_problem *p, flashcl_exec_plan *plan) {
+    const flashcl_attention_desc *desc = p->desc;
+    const flashcl_plan *t = &plan->tiles;
+    plan->kernel_count = 1;
+    plan->portable_args = 1; /* both kernels take the window and the score modifiers as cl/common.cl lists them */
+    if (plan->backend) {
+        plan->program = "decode_mma.cl";
+        plan->prelude[0] = "mma.cl";
+        plan->prelude[1] = plan->backend->source;
+        plan->prelude[2] = "mma_operands.cl";
+        plan->kernel_names[0] = "flashcl_decode_mma";
+        snprintf(plan->options, sizeof plan->options,
+                 "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DDECODE_WARPS=%d -DFLASHCL_MMA_PTX=%d", (int)desc->dtype,
+                 desc->head_dim, t->threads_q, plan->backend->ptx);
+    } else {
+        portable_options(p, plan);
+    }
     flashcl_features_options(p->features, plan->options, sizeof plan->options);
     if (p->kv_cache) {
         const size_t used = strlen(plan->options);

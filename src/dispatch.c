@@ -330,28 +330,44 @@ static flashcl_status portable_splits(const flashcl_device_caps *caps, const fla
     return choose_splits(caps, s, p, &shape, plan, reason, size);
 }
 
-/* The decode kernel's plan, split where the device needs it, or 0 when it
- * does not apply or cannot run the call (then the tiled kernels do). */
-static int decode_plan(const flashcl_device_caps *caps, const flashcl_settings *s, const flashcl_problem *p,
-                       flashcl_exec_plan *plan) {
-    if (!flashcl_decode_applies(s, p) || !flashcl_decode_tiles(caps, p, &plan->tiles)) return 0;
+/* The plan of one decode kernel (the matrix-unit one with backend mma,
+ * else cl/decode.cl), split where the device needs it; 0 if it cannot run
+ * the call. */
+static int decode_plan_with(const flashcl_device_caps *caps, const flashcl_settings *s, const flashcl_problem *p,
+                            const flashcl_mma_backend *mma, flashcl_exec_plan *plan) {
+    if (mma ? !flashcl_decode_mma_tiles(caps, mma, p, &plan->tiles) : !flashcl_decode_tiles(caps, p, &plan->tiles))
+        return 0;
     const flashcl_attention_desc *desc = p->desc;
     split_shape shape = {flashcl_decode_groups(desc, &plan->tiles), (size_t)plan->tiles.block_k, 1,
                          DECODE_SPLIT_GROUPS_PER_UNIT, DECODE_SPLIT_MIN_STEPS};
-    const size_t max_chunk = flashcl_decode_max_chunk(caps, desc, &plan->tiles);
+    const size_t max_chunk = flashcl_decode_max_chunk(caps, desc, &plan->tiles, mma);
     if (max_chunk != 0) {
         if (max_chunk < shape.block_k) return 0;
         shape.min_splits = ceil_div((size_t)desc->seqlen_k, max_chunk);
-        /* A forced count too small for the budget: the tiled kernel keeps it. */
+        /* A forced count too small for the budget: another kernel keeps it. */
         if (shape.min_splits > MAX_KV_SPLITS || (s->kv_splits != 0 && (size_t)s->kv_splits < shape.min_splits))
             return 0;
     }
     plan->kind = FLASHCL_KERNEL_DECODE;
+    plan->backend = mma;
     flashcl_decode_program(p, plan);
     if (choose_splits(caps, s, p, &shape, plan, NULL, 0) != FLASHCL_SUCCESS ||
         (size_t)plan->kv_splits < shape.min_splits)
         return 0;
     return 1;
+}
+
+/* The decode kernels' plan, or 0 when neither applies or can run the call
+ * (then the tiled kernels do): on matrix units where the context's mode
+ * and the call allow (cl/decode_mma.cl), else cl/decode.cl. */
+static int decode_plan(const flashcl_device_caps *caps, const flashcl_settings *s, const flashcl_problem *p,
+                       flashcl_exec_plan *plan) {
+    if (!flashcl_decode_applies(s, p)) return 0;
+    const flashcl_exec_plan blank = *plan;
+    const flashcl_mma_backend *mma = flashcl_decode_mma_backend(caps, s, p);
+    if (mma && decode_plan_with(caps, s, p, mma, plan)) return 1;
+    *plan = blank;
+    return decode_plan_with(caps, s, p, NULL, plan);
 }
 
 /* Bytes the split-KV partials add to the IO model: written once by the

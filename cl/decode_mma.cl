@@ -1,0 +1,369 @@
+// decode_mma.cl: the decode kernel (cl/decode.cl's job: few query rows against many keys) on the matrix units,
+// for half and bfloat16 storage. The host places mma.cl, a backend file and mma_operands.cl before it.
+//
+// Why: the portable decode kernel spends 16 fp32 multiply-adds per K or V element once 16 packed rows share a
+// KV head (4 query positions x 4 heads, speculative decoding), more than the fp32 units give at the memory's
+// rate; one m16n8k16 instruction does those 16 rows for 8 keys x 16 dims at once.
+//
+// Layout: one work-group per (block of 16 packed rows, batch x KV head, key chunk), as in cl/decode.cl (the
+// same arguments, the same packed rows: row p is position p / group_size of query head
+// hk * group_size + p % group_size). DECODE_WARPS warps; each takes its own 16-key steps of the chunk (warp w
+// the steps w, w + DECODE_WARPS, ...) with its own running maxima and sums, and no barrier in the key loop;
+// the warps' results are merged once at the end through local memory, in a fixed order.
+//
+// K and V never pass through local memory: each lane reads its fragments straight from global memory in
+// 16-byte loads, and the order of the dims within a product is chosen to match what a 16-byte load delivers
+// (a product's sum is over the dims, so any order works as long as Q's fragment uses the same one):
+//   S = Q K^T: lane (g, t) loads dims [32 s + 8 t, + 8) of key row g of each 8-key tile: words 0-1 are its B
+//     operand of k-step 2 s, words 2-3 of k-step 2 s + 1; Q's A fragment takes the same dims.
+//   O += P V: P comes from the S accumulators (keys 2t, 2t+1, 2t+8, 2t+9 of the step for rows g, g + 8, the
+//     A operand as in cl/forward_mma.cl); V's B operand needs, for output column g, those four keys' values
+//     of one dim. Lane (g, t) loads dims [64 c + 8 g, + 8) of those four key rows and pairs the halves of
+//     two keys' words (key 2t with 2t+1, 2t+8 with 2t+9): eight B operands, one per dim tile e, whose
+//     column g is dim 64 c + 8 g + e. So accumulator tile (c, e) holds dims 64 c + 8 n + e for n = 2t, 2t+1.
+// Keys past the chunk read as zeros. Numerics as in cl/forward_mma.cl (maxima in log2 units, exponents as
+// fma(s, scale2, -max), the -FLT_MAX floor of a visible key, the range guard); the split-KV partials in
+// cl/split_combine.cl's natural units.
+//
+// Macros taken (host passes them with -D): HEAD_DIM (64 or 128), DECODE_WARPS, FLASHCL_SPLIT_KV,
+// FLASHCL_WINDOW, FLASHCL_SOFTCAP, FLASHCL_ALIBI, FLASHCL_KV_CACHE, FLASHCL_KV_PAGED as for cl/decode.cl.
+
+#ifndef DECODE_WARPS
+#define DECODE_WARPS 4
+#endif
+#ifndef FLASHCL_SPLIT_KV
+#define FLASHCL_SPLIT_KV 0
+#endif
+#ifndef FLASHCL_KV_CACHE
+#define FLASHCL_KV_CACHE 0
+#endif
+#ifndef FLASHCL_KV_PAGED
+#define FLASHCL_KV_PAGED 0
+#endif
+#if FLASHCL_DTYPE == 0
+#error "decode_mma.cl takes half and bfloat16 storage (float decode runs cl/decode.cl)"
+#endif
+#if HEAD_DIM % 64 != 0
+#error "decode_mma.cl needs HEAD_DIM a multiple of 64"
+#endif
+#if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN || FLASHCL_BIAS
+#error "the decode kernels take dense and windowed calls (and the score modifiers) only"
+#endif
+
+#define WARPS DECODE_WARPS
+#define WG_SIZE (WARPS * 32)
+#define ROWS 16                      // packed rows per work-group: the instruction's m
+#define STEP_KEYS 16                 // keys per warp step: one k-step of P V
+#define ROUND_KEYS (STEP_KEYS * WARPS) // keys the work-group takes per round
+#define K_CHUNKS (HEAD_DIM / 32)     // 16-byte loads per K row and lane
+#define V_BLOCKS (HEAD_DIM / 64)     // 64-dim blocks of the product with V
+
+#if FLASHCL_SPLIT_KV
+#define DECODE_SPLIT_PARAMS , __global float *part_o, __global float2 *part_stats, int split_keys
+#else
+#define DECODE_SPLIT_PARAMS
+#endif
+#if FLASHCL_KV_PAGED
+#define DECODE_KV_PARAMS \
+    , __global const int *cache_seqlens, int new_rows, __global const int *block_table, int max_pages, int page_size
+#define KV_ROW(p, row)                                                                                        \
+    (p##_offset + (ulong)block_table[(ulong)b * (ulong)max_pages + (ulong)((row) / page_size)] * p##_stride_b + \
+     (ulong)hk * p##_stride_h + (ulong)((row) % page_size) * p##_stride_s)
+#elif FLASHCL_KV_CACHE
+#define DECODE_KV_PARAMS , __global const int *cache_seqlens, int new_rows
+#define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
+#else
+#define DECODE_KV_PARAMS
+#define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
+#endif
+
+// 16 bytes of a K or V row (8 elements, 16-byte aligned: the host checked), zeros for a key outside the chunk.
+inline uint4 load16(__global const storage_t *p, ulong index, bool valid) {
+    return valid ? *(__global const uint4 *)(p + index) : (uint4)(0u);
+}
+inline uint word_of(uint4 x, int i) { return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w; }
+// The B operand word of output column g from two keys' words a (key k) and b (key k + 1) of dims
+// (2i, 2i + 1): the low halves (dim 2i: odd 0) or the high ones (dim 2i + 1), key k in the low half.
+inline uint pair_keys(uint a, uint b, int odd) {
+    return odd ? (a >> 16) | (b & 0xffff0000u) : (a & 0xffffu) | (b << 16);
+}
+// One 16-bit element of Q as stored.
+inline uint q_bits(__global const storage_t *q, ulong index) { return ((__global const ushort *)q)[index]; }
+
+// See cl/forward_mma.cl: the range in which the rounded maxima's offsets cancel.
+#define DECODE_RANGE_LOG2 0x1.0p30f
+inline bool decode_in_range(float m) { return m == -INFINITY || fabs(m) < DECODE_RANGE_LOG2; }
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decode_mma(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
+    __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
+    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS DECODE_KV_PARAMS) {
+    // The merge of the warps: their maxima and sums per row, then the output rows summed warp by warp.
+    __local float warp_max[WARPS * ROWS], warp_sum[WARPS * ROWS];
+    __local float row_m[ROWS], row_l[ROWS];
+    __local float o_sum[ROWS * HEAD_DIM];
+
+    const int lid = (int)get_local_id(0);
+    const int warp = lid / 32, lane = lid % 32;
+    const int g = lane >> 2, t = lane & 3;
+    MMA_BACKEND_STATE(WARPS)
+    MMA_BACKEND_EXCHANGE
+
+    const int packed_rows = seqlen_q * group_size;
+    const int p0 = (int)get_group_id(0) * ROWS;
+    const int bhk = (int)get_group_id(1);
+    const int heads_kv = heads_q / group_size;
+    const int b = bhk / heads_kv;
+    const int hk = bhk - b * heads_kv;
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    (void)k_base, (void)v_base; /* unused with a paged cache */
+    const int rows = min(ROWS, packed_rows - p0);
+#if FLASHCL_KV_CACHE
+    seqlen_k = cache_seqlens[b] + new_rows;
+#endif
+    // Bottom-right causal alignment: position i sees keys j <= i + diagonal.
+    const int diagonal = seqlen_k - seqlen_q;
+    const int first_pos = p0 / group_size, last_pos = (p0 + rows - 1) / group_size;
+    int key_begin = 0, key_end = seqlen_k;
+    if (causal) key_end = clamp(last_pos + diagonal + 1, 0, seqlen_k);
+#if FLASHCL_WINDOW
+    key_begin = clamp(first_pos + diagonal - window_left, 0, seqlen_k);
+    key_end = min(key_end, clamp(last_pos + diagonal + window_right + 1, 0, seqlen_k));
+#else
+    (void)first_pos;
+#endif
+#if FLASHCL_SPLIT_KV
+    const int split = (int)get_group_id(2);
+    key_begin = max(key_begin, split * split_keys);
+    key_end = min(key_end, split * split_keys + split_keys);
+#endif
+
+    // This lane's two rows: g ("top") and g + 8 ("bottom"); their positions and query heads.
+    const int row_top = g, row_bottom = g + 8;
+    const bool real_top = row_top < rows, real_bottom = row_bottom < rows;
+    const int pack_top = p0 + min(row_top, rows - 1), pack_bottom = p0 + min(row_bottom, rows - 1);
+    const int pos_top = pack_top / group_size, pos_bottom = pack_bottom / group_size;
+    const int head_top = hk * group_size + (pack_top - pos_top * group_size);
+    const int head_bottom = hk * group_size + (pack_bottom - pos_bottom * group_size);
+#if FLASHCL_ALIBI
+    const float slope_top = FLASHCL_ALIBI_SLOPE(b, head_top), slope_bottom = FLASHCL_ALIBI_SLOPE(b, head_bottom);
+#endif
+
+    // Q's A fragments in the dim order of the K loads (see the header); rows past the real ones are zeros.
+    uint qa[DIM_STEPS][4];
+    {
+        const ulong q_top = q_offset + (ulong)b * q_stride_b + (ulong)head_top * q_stride_h + (ulong)pos_top * q_stride_s;
+        const ulong q_bottom =
+            q_offset + (ulong)b * q_stride_b + (ulong)head_bottom * q_stride_h + (ulong)pos_bottom * q_stride_s;
+        UNROLL_ALWAYS
+        for (int ks = 0; ks < DIM_STEPS; ++ks) {
+            const int d0 = 32 * (ks / 2) + 8 * t + 4 * (ks % 2);
+            qa[ks][0] = real_top ? q_bits(q, q_top + d0) | (q_bits(q, q_top + d0 + 1) << 16) : 0u;
+            qa[ks][1] = real_bottom ? q_bits(q, q_bottom + d0) | (q_bits(q, q_bottom + d0 + 1) << 16) : 0u;
+            qa[ks][2] = real_top ? q_bits(q, q_top + d0 + 2) | (q_bits(q, q_top + d0 + 3) << 16) : 0u;
+            qa[ks][3] = real_bottom ? q_bits(q, q_bottom + d0 + 2) | (q_bits(q, q_bottom + d0 + 3) << 16) : 0u;
+        }
+    }
+
+#if FLASHCL_SCORE_MODS
+    const float scale2 = M_LOG2E_F; // each score scaled and modified where it is computed
+#else
+    const float scale2 = scale * M_LOG2E_F;
+#endif
+    float4 acc[V_BLOCKS * 8];
+    UNROLL_ALWAYS
+    for (int j = 0; j < V_BLOCKS * 8; ++j) acc[j] = (float4)(0.0f);
+    float max_top = -INFINITY, max_bottom = -INFINITY, sum_top = 0.0f, sum_bottom = 0.0f;
+
+    for (int round0 = key_begin; round0 < key_end; round0 += ROUND_KEYS) { // uniform over the work-group
+        const int key0 = round0 + warp * STEP_KEYS;
+#if MMA_WARPS_MAY_SKIP
+        if (key0 >= key_end) continue; // nothing of this warp's step is in the chunk (warp-uniform)
+#endif
+        // Every load of the step first, so they are in flight together.
+        uint4 kraw[2][K_CHUNKS], vraw[V_BLOCKS][4];
+        UNROLL_ALWAYS
+        for (int j = 0; j < 2; ++j) {
+            const int key = key0 + 8 * j + g;
+            const bool valid = key < key_end;
+            const ulong row = KV_ROW(k, valid ? key : key_begin);
+            UNROLL_ALWAYS
+            for (int s = 0; s < K_CHUNKS; ++s) kraw[j][s] = load16(k, row + (ulong)(32 * s + 8 * t), valid);
+        }
+        UNROLL_ALWAYS
+        for (int u = 0; u < 4; ++u) {
+            const int key = key0 + 2 * t + (u & 1) + 8 * (u >> 1); // 2t, 2t+1, 2t+8, 2t+9
+            const bool valid = key < key_end;
+            const ulong row = KV_ROW(v, valid ? key : key_begin);
+            UNROLL_ALWAYS
+            for (int c = 0; c < V_BLOCKS; ++c) vraw[c][u] = load16(v, row + (ulong)(64 * c + 8 * g), valid);
+        }
+
+        // S = Q K^T for the step's two 8-key tiles.
+        float4 s[2] = {(float4)(0.0f), (float4)(0.0f)};
+        UNROLL
+        for (int ks = 0; ks < DIM_STEPS; ++ks) {
+            UNROLL
+            for (int j = 0; j < 2; ++j) {
+                const uint4 kw = kraw[j][ks / 2];
+                const uint b0 = ks % 2 ? kw.z : kw.x, b1 = ks % 2 ? kw.w : kw.y;
+                MMA(s[j], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b0, b1);
+            }
+        }
+
+        // Scale, modify, mask; the step's maxima (a visible key lifts them to at least -FLT_MAX).
+        float step_top = -INFINITY, step_bottom = -INFINITY;
+        UNROLL_ALWAYS
+        for (int j = 0; j < 2; ++j) {
+            float4 x = s[j];
+            const int col = key0 + 8 * j + 2 * t;
+#if FLASHCL_SCORE_MODS
+            {
+                float mod_grad;
+                x.x = FLASHCL_SCORE_MOD(x.x * scale, mod_grad, slope_top, pos_top + diagonal, col);
+                x.y = FLASHCL_SCORE_MOD(x.y * scale, mod_grad, slope_top, pos_top + diagonal, col + 1);
+                x.z = FLASHCL_SCORE_MOD(x.z * scale, mod_grad, slope_bottom, pos_bottom + diagonal, col);
+                x.w = FLASHCL_SCORE_MOD(x.w * scale, mod_grad, slope_bottom, pos_bottom + diagonal, col + 1);
+                (void)mod_grad;
+            }
+#endif
+            const bool in_left = col < key_end, in_right = col + 1 < key_end;
+            const bool see_tl = real_top && in_left && (!causal || col <= pos_top + diagonal) &&
+                                FLASHCL_WINDOW_VISIBLE(pos_top, col);
+            const bool see_tr = real_top && in_right && (!causal || col + 1 <= pos_top + diagonal) &&
+                                FLASHCL_WINDOW_VISIBLE(pos_top, col + 1);
+            const bool see_bl = real_bottom && in_left && (!causal || col <= pos_bottom + diagonal) &&
+                                FLASHCL_WINDOW_VISIBLE(pos_bottom, col);
+            const bool see_br = real_bottom && in_right && (!causal || col + 1 <= pos_bottom + diagonal) &&
+                                FLASHCL_WINDOW_VISIBLE(pos_bottom, col + 1);
+            if (!see_tl) x.x = -INFINITY;
+            if (!see_tr) x.y = -INFINITY;
+            if (!see_bl) x.z = -INFINITY;
+            if (!see_br) x.w = -INFINITY;
+            if (see_tl || see_tr) step_top = fmax(step_top, -FLT_MAX);
+            if (see_bl || see_br) step_bottom = fmax(step_bottom, -FLT_MAX);
+            s[j] = x;
+            step_top = fmax(step_top, fmax(x.x, x.y));
+            step_bottom = fmax(step_bottom, fmax(x.z, x.w));
+        }
+        step_top = fmax(step_top, QUAD_XOR(step_top, 1));
+        step_top = fmax(step_top, QUAD_XOR(step_top, 2));
+        step_bottom = fmax(step_bottom, QUAD_XOR(step_bottom, 1));
+        step_bottom = fmax(step_bottom, QUAD_XOR(step_bottom, 2));
+        const float new_top = fmax(max_top, step_top == -INFINITY ? -INFINITY : fmax(step_top * scale2, -FLT_MAX));
+        const float new_bottom =
+            fmax(max_bottom, step_bottom == -INFINITY ? -INFINITY : fmax(step_bottom * scale2, -FLT_MAX));
+        const float safe_top = new_top == -INFINITY ? 0.0f : new_top;
+        const float safe_bottom = new_bottom == -INFINITY ? 0.0f : new_bottom;
+        const float alpha_top = EXP2(max_top - safe_top), alpha_bottom = EXP2(max_bottom - safe_bottom);
+        max_top = new_top;
+        max_bottom = new_bottom;
+        uint pa[1][4];
+        float own_top = 0.0f, own_bottom = 0.0f;
+        UNROLL_ALWAYS
+        for (int j = 0; j < 2; ++j) {
+            const float4 p = (float4)(EXP2(fma(s[j].x, scale2, -safe_top)), EXP2(fma(s[j].y, scale2, -safe_top)),
+                                      EXP2(fma(s[j].z, scale2, -safe_bottom)), EXP2(fma(s[j].w, scale2, -safe_bottom)));
+            own_top += p.x + p.y;
+            own_bottom += p.z + p.w;
+            P_TO_A(pa, j, p);
+        }
+        sum_top = sum_top * alpha_top + own_top;
+        sum_bottom = sum_bottom * alpha_bottom + own_bottom;
+
+        // O += P V, dim tile e of block c from the halves of the four keys' words (see the header).
+        UNROLL
+        for (int c = 0; c < V_BLOCKS; ++c) {
+            UNROLL
+            for (int e = 0; e < 8; ++e) {
+                const int i = e / 2, odd = e % 2;
+                const uint b0 = pair_keys(word_of(vraw[c][0], i), word_of(vraw[c][1], i), odd);
+                const uint b1 = pair_keys(word_of(vraw[c][2], i), word_of(vraw[c][3], i), odd);
+                float4 a = acc[c * 8 + e] * (float4)(alpha_top, alpha_top, alpha_bottom, alpha_bottom);
+                MMA(a, pa[0][0], pa[0][1], pa[0][2], pa[0][3], b0, b1);
+                acc[c * 8 + e] = a;
+            }
+        }
+    }
+
+    // Merge the warps: each row's maximum over the warps, every warp's sum and output rescaled to it, summed
+    // in warp order.
+    sum_top += QUAD_XOR(sum_top, 1);
+    sum_top += QUAD_XOR(sum_top, 2);
+    sum_bottom += QUAD_XOR(sum_bottom, 1);
+    sum_bottom += QUAD_XOR(sum_bottom, 2);
+    if (t == 0) {
+        warp_max[warp * ROWS + row_top] = max_top;
+        warp_max[warp * ROWS + row_bottom] = max_bottom;
+        warp_sum[warp * ROWS + row_top] = sum_top;
+        warp_sum[warp * ROWS + row_bottom] = sum_bottom;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float all_top = -INFINITY, all_bottom = -INFINITY;
+    for (int w = 0; w < WARPS; ++w) {
+        all_top = fmax(all_top, warp_max[w * ROWS + row_top]);
+        all_bottom = fmax(all_bottom, warp_max[w * ROWS + row_bottom]);
+    }
+    const float base_top = all_top == -INFINITY ? 0.0f : all_top;
+    const float base_bottom = all_bottom == -INFINITY ? 0.0f : all_bottom;
+    if (warp == 0 && t == 0) {
+        float l_top = 0.0f, l_bottom = 0.0f;
+        for (int w = 0; w < WARPS; ++w) {
+            l_top += warp_sum[w * ROWS + row_top] * EXP2(warp_max[w * ROWS + row_top] - base_top);
+            l_bottom += warp_sum[w * ROWS + row_bottom] * EXP2(warp_max[w * ROWS + row_bottom] - base_bottom);
+        }
+        row_m[row_top] = all_top;
+        row_m[row_bottom] = all_bottom;
+        row_l[row_top] = l_top;
+        row_l[row_bottom] = l_bottom;
+    }
+    const float f_top = EXP2(max_top - base_top), f_bottom = EXP2(max_bottom - base_bottom);
+    for (int w = 0; w < WARPS; ++w) {
+        if (warp == w) {
+            UNROLL_ALWAYS
+            for (int c = 0; c < V_BLOCKS; ++c) {
+                UNROLL_ALWAYS
+                for (int e = 0; e < 8; ++e) {
+                    const float4 a = acc[c * 8 + e] * (float4)(f_top, f_top, f_bottom, f_bottom);
+                    const int dim0 = 64 * c + 16 * t + e, dim1 = dim0 + 8; // columns n = 2t, 2t + 1
+                    __local float *top = o_sum + row_top * HEAD_DIM, *bottom = o_sum + row_bottom * HEAD_DIM;
+                    if (w == 0) {
+                        top[dim0] = a.x, top[dim1] = a.y, bottom[dim0] = a.z, bottom[dim1] = a.w;
+                    } else {
+                        top[dim0] += a.x, top[dim1] += a.y, bottom[dim0] += a.z, bottom[dim1] += a.w;
+                    }
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    // The rows out: the split's partial, or O and LSE.
+#if FLASHCL_SPLIT_KV
+    const int heads_total = (int)get_num_groups(1) * group_size; // batch x query heads
+#endif
+    for (int e = lid; e < rows * HEAD_DIM; e += WG_SIZE) {
+        const int r = e / HEAD_DIM, d = e - r * HEAD_DIM;
+        const int p = p0 + r, pos = p / group_size, h = hk * group_size + (p - pos * group_size);
+        const float m = row_m[r], l = row_l[r];
+#if FLASHCL_SPLIT_KV
+        // Natural units for the combine: the partial is relative to exp2(m) = exp(m ln 2).
+        const ulong part_row = ((ulong)split * (ulong)heads_total + (ulong)b * (ulong)heads_q + (ulong)h) *
+                                   (ulong)seqlen_q + (ulong)pos;
+        part_o[part_row * HEAD_DIM + d] = o_sum[e];
+        if (d == 0) part_stats[part_row] = (float2)(decode_in_range(m) ? m * M_LN2_F : NAN, l);
+#else
+        const float inv = m == -INFINITY ? 0.0f : decode_in_range(m) ? 1.0f / l : NAN;
+        STORE(o, o_offset + (ulong)b * o_stride_b + (ulong)h * o_stride_h + (ulong)pos * o_stride_s + d,
+              o_sum[e] * inv);
+        if (write_lse && d == 0)
+            lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h + (ulong)pos * lse_stride_s] =
+                decode_in_range(m) ? flashcl_row_lse2(m, l) : NAN;
+#endif
+    }
+}
