@@ -156,6 +156,7 @@ void flashcl_context_free(flashcl_context *ctx) {
     if (!ctx) return;
     flashcl_program_cache_free(ctx);
     flashcl_alibi_cache_free(ctx);
+    flashcl_split_cache_free(ctx);
     flashcl_disk_cache_close(ctx);
     /* CLBlast is left alone: its program cache is process-wide and its only
      * release call (CLBlastClearCache) empties it for every user in the

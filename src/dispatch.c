@@ -241,6 +241,14 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
  * chunk of two steps (256 keys) is the shortest worth a work-group. */
 #define DECODE_SPLIT_GROUPS_PER_UNIT 4
 #define DECODE_SPLIT_MIN_STEPS 2
+/* The matrix-unit decode kernel (197 registers a work-item at d128: two
+ * work-groups of 4 warps per unit on the H100) read K and V fastest with
+ * one wave, about 2 work-groups per unit: f16 d128, 32 query heads over 8,
+ * 128K keys: 32 splits 2.36 TB/s, 24 2.21, 40 1.76, 64 2.03; 32K: 32
+ * splits 1.31, 16 1.22, 64 0.99 (docs/perf.md). A chunk takes at least 4
+ * rounds of 64 keys. */
+#define DECODE_MMA_SPLIT_GROUPS_PER_UNIT 2
+#define DECODE_MMA_SPLIT_MIN_ROUNDS 4
 
 /* What a family's split-KV needs: its unsplit work-groups, the keys per
  * step of its loop (chunks are whole steps), and the fewest splits it may
@@ -339,7 +347,8 @@ static int decode_plan_with(const flashcl_device_caps *caps, const flashcl_setti
         return 0;
     const flashcl_attention_desc *desc = p->desc;
     split_shape shape = {flashcl_decode_groups(desc, &plan->tiles), (size_t)plan->tiles.block_k, 1,
-                         DECODE_SPLIT_GROUPS_PER_UNIT, DECODE_SPLIT_MIN_STEPS};
+                         mma ? DECODE_MMA_SPLIT_GROUPS_PER_UNIT : DECODE_SPLIT_GROUPS_PER_UNIT,
+                         mma ? DECODE_MMA_SPLIT_MIN_ROUNDS : DECODE_SPLIT_MIN_STEPS};
     const size_t max_chunk = flashcl_decode_max_chunk(caps, desc, &plan->tiles, mma);
     if (max_chunk != 0) {
         if (max_chunk < shape.block_k) return 0;

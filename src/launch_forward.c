@@ -3,24 +3,49 @@
 #include "kernel_args.h"
 #include "launch.h"
 
-/* The split-KV scratch: the partial O (HEAD_DIM floats per split and row) and the row's maximum and sum (two). */
+/* The split-KV scratch: the partial O (HEAD_DIM floats per split and row) and the row's maximum and sum (two).
+ * On an in-order queue they are the context's kept buffers (calls run one after another, so one call's
+ * partials are dead before the next call's kernels start); on an out-of-order queue two calls may run at once,
+ * so each call gets its own. */
 typedef struct split_scratch {
     cl_mem part_o, part_stats;
+    int kept; /* the context's buffers: not released after the call */
 } split_scratch;
 
 static void split_release(split_scratch *p) {
+    if (p->kept) return;
     if (p->part_o) clReleaseMemObject(p->part_o);
     if (p->part_stats) clReleaseMemObject(p->part_stats);
+}
+
+void flashcl_split_cache_free(flashcl_context *ctx) {
+    if (ctx->split_cache_o) clReleaseMemObject(ctx->split_cache_o);
+    if (ctx->split_cache_stats) clReleaseMemObject(ctx->split_cache_stats);
+    ctx->split_cache_o = ctx->split_cache_stats = NULL;
+    ctx->split_cache_o_bytes = ctx->split_cache_stats_bytes = 0;
 }
 
 static flashcl_status split_allocate(flashcl_context *ctx, const flashcl_exec_plan *plan, int head_dim,
                                      split_scratch *out) {
     const size_t rows = (size_t)plan->kv_splits * plan->split_rows;
+    const size_t o_bytes = rows * (size_t)head_dim * sizeof(float), stats_bytes = rows * 2 * sizeof(float);
+    if (ctx->queue_in_order && ctx->split_cache_o_bytes >= o_bytes && ctx->split_cache_stats_bytes >= stats_bytes) {
+        *out = (split_scratch){ctx->split_cache_o, ctx->split_cache_stats, 1};
+        return FLASHCL_SUCCESS;
+    }
     cl_int err;
-    out->part_o = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, rows * (size_t)head_dim * sizeof(float), NULL, &err);
-    if (err == CL_SUCCESS)
-        out->part_stats = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, rows * 2 * sizeof(float), NULL, &err);
+    out->part_o = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, o_bytes, NULL, &err);
+    if (err == CL_SUCCESS) out->part_stats = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, stats_bytes, NULL, &err);
     if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clCreateBuffer (split-KV partials)");
+    if (ctx->queue_in_order) {
+        /* The older, smaller buffers are released now: the queue's earlier kernels keep what they use alive. */
+        flashcl_split_cache_free(ctx);
+        ctx->split_cache_o = out->part_o;
+        ctx->split_cache_stats = out->part_stats;
+        ctx->split_cache_o_bytes = o_bytes;
+        ctx->split_cache_stats_bytes = stats_bytes;
+        out->kept = 1;
+    }
     return FLASHCL_SUCCESS;
 }
 
@@ -94,7 +119,7 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
         status = flashcl_get_kernel(ctx, plan->kernel_programs[FLASHCL_KERNEL_APPEND],
                                     plan->kernel_names[FLASHCL_KERNEL_APPEND], plan->append_options, &appender);
     if (status != FLASHCL_SUCCESS) return status;
-    split_scratch parts = {NULL, NULL};
+    split_scratch parts = {NULL, NULL, 0};
     if (split && (status = split_allocate(ctx, plan, desc->head_dim, &parts))) {
         split_release(&parts);
         return status;

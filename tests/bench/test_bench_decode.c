@@ -60,6 +60,7 @@ START_TEST(records_are_consistent) {
         ck_assert_int_eq((int)number(r, "page_size"), _i == 2 ? 16 : 0);
         ck_assert_str_eq(text(r, "dtype"), "f16");
         ck_assert_str_eq(text(r, "kernel"), "decode");
+        ck_assert_str_eq(text(r, "backend"), "-"); /* tensor cores auto: none on a CPU device */
         ck_assert_int_ge((int)number(r, "kv_splits"), 1);
         const double ms = number(r, "ms"), kv = number(r, "kv_gbps"), copy = number(r, "copy_gbps");
         ck_assert(ms > 0.0 && kv > 0.0 && copy > 0.0);
@@ -71,8 +72,9 @@ START_TEST(records_are_consistent) {
     }
     free(records);
     char *table = read_text_file(csv);
-    ck_assert_ptr_nonnull(strstr(table, "cache_len,page_size,dtype,kernel,kv_splits,ms,kv_gbps,copy_gbps,pct_of_copy"));
-    ck_assert_ptr_nonnull(strstr(table, _i == 2 ? ",700,16,f16,decode," : ",700,0,f16,decode,"));
+    ck_assert_ptr_nonnull(
+        strstr(table, "cache_len,page_size,dtype,kernel,backend,kv_splits,ms,kv_gbps,copy_gbps,pct_of_copy"));
+    ck_assert_ptr_nonnull(strstr(table, _i == 2 ? ",700,16,f16,decode,-," : ",700,0,f16,decode,-,"));
     free(table);
 }
 END_TEST

@@ -1,5 +1,5 @@
-/* test_decode_mma.c: the decode kernel on matrix units (cl/decode_mma.cl; here on the emulated backend, which
- * uses the same fragment layouts and rounding as the NVIDIA one): which calls run it, and its results against
+/* test_decode_mma.c: the decode kernel on matrix units (cl/decode_mma.cl; on the device's own backend where it
+ * has one (NVIDIA), else on the emulated one, which uses the same fragment layouts and rounding): which calls run it, and its results against
  * the double reference: GQA groups 1 to 8 (packed rows in one and in several work-groups), 1 to 8 query
  * positions, causal (bottom-right, empty rows when Sq > Sk), a sliding window, both 16-bit storage types, head
  * dims 64 and 128, keys not a multiple of the warps' steps, forced split counts; the NaN rule; the same bits run
@@ -12,9 +12,16 @@
 
 #include "test_support.h"
 
+/* The backend the suite expects: the hardware one where the device has it. */
+static char expected_backend[32];
+
 static flashcl_context *mma_context(int splits) {
     flashcl_context *ctx = ts_context();
-    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
+    const int hardware = flashcl_context_has_tensor_cores(ctx);
+    snprintf(expected_backend, sizeof expected_backend, "%s", hardware ? "nvidia-mma-sync" : "emulated");
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, hardware ? FLASHCL_TENSOR_CORES_AUTO
+                                                                     : FLASHCL_TENSOR_CORES_EMULATE),
+                     FLASHCL_SUCCESS);
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, splits), FLASHCL_SUCCESS);
     return ctx;
 }
@@ -39,7 +46,7 @@ static void run(flashcl_context *ctx, const ts_problem *p, size_t offset, float 
 
 static int ran_mma(const flashcl_call_stats *s) {
     return s->kernel == FLASHCL_KERNEL_DECODE && strcmp(s->program, "decode_mma.cl") == 0 &&
-           strcmp(s->backend, "emulated") == 0;
+           strcmp(s->backend, expected_backend) == 0;
 }
 
 /* Whether ctx's last call ran it. */

@@ -30,6 +30,7 @@ typedef struct decode_options {
 typedef struct decode_record {
     int cache_len;
     const char *kernel;
+    char backend[32]; /* the matrix-unit backend that ran it, "-" for none */
     int kv_splits;
     double ms, kv_gbps, pct_of_copy;
     int ok;
@@ -57,7 +58,7 @@ static void usage(FILE *out) {
             "  --warmup W            untimed calls first (default 3)\n"
             "  --device SPEC         device index or name substring\n"
             "  --json FILE, --csv FILE   the records (fields: device, batch, heads_q, heads_kv,\n"
-            "                        head_dim, query_len, cache_len, page_size, dtype, kernel, kv_splits,\n"
+            "                        head_dim, query_len, cache_len, page_size, dtype, kernel, backend, kv_splits,\n"
             "                        ms, kv_gbps, copy_gbps, pct_of_copy)\n"
             "Inputs: a 64-byte random pattern repeated (attention's speed does not depend on values).\n");
 }
@@ -191,6 +192,7 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
     memset(r, 0, sizeof *r);
     r->cache_len = n;
     r->kernel = "-";
+    snprintf(r->backend, sizeof r->backend, "-");
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
     const size_t e = flashcl_dtype_size(o->dtype), d = (size_t)o->head_dim;
@@ -267,6 +269,7 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
             flashcl_call_stats stats;
             flashcl_last_call_stats(ctx, &stats);
             r->kernel = flashcl_kernel_kind_name(stats.kernel);
+            snprintf(r->backend, sizeof r->backend, "%s", stats.backend[0] ? stats.backend : "-");
             r->kv_splits = stats.kv_splits;
             r->ms = 1e3 * t;
             r->kv_gbps = 2.0 * (double)kv_bytes / t / 1e9;
@@ -287,23 +290,22 @@ static void write_json(FILE *f, const char *device, const decode_options *o, con
     for (int i = 0; i < count; ++i)
         fprintf(f,
                 "  {\"device\": \"%s\", \"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"head_dim\": %d, "
-                "\"query_len\": %d, \"cache_len\": %d, \"page_size\": %d, \"dtype\": \"%s\", \"kernel\": \"%s\", \"kv_splits\": %d, "
+                "\"query_len\": %d, \"cache_len\": %d, \"page_size\": %d, \"dtype\": \"%s\", \"kernel\": \"%s\", \"backend\": \"%s\", \"kv_splits\": %d, "
                 "\"ms\": %.6g, \"kv_gbps\": %.6g, \"copy_gbps\": %.6g, \"pct_of_copy\": %.6g, \"ok\": %s}%s\n",
                 device, o->batch, o->heads, o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, o->page_size,
-                cli_dtype_word(o->dtype), r[i].kernel, r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy,
+                cli_dtype_word(o->dtype), r[i].kernel, r[i].backend, r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy,
                 r[i].pct_of_copy, r[i].ok ? "true" : "false", i + 1 < count ? "," : "");
     fprintf(f, "]\n");
 }
 
 static void write_csv(FILE *f, const char *device, const decode_options *o, const decode_record *r, int count,
                       double copy) {
-    fprintf(f, "device,batch,heads_q,heads_kv,head_dim,query_len,cache_len,page_size,dtype,kernel,kv_splits,ms,"
+    fprintf(f, "device,batch,heads_q,heads_kv,head_dim,query_len,cache_len,page_size,dtype,kernel,backend,kv_splits,ms,"
                "kv_gbps,copy_gbps,pct_of_copy,ok\n");
     for (int i = 0; i < count; ++i)
-        fprintf(f, "\"%s\",%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%d\n", device, o->batch, o->heads,
+        fprintf(f, "\"%s\",%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%d\n", device, o->batch, o->heads,
                 o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, o->page_size, cli_dtype_word(o->dtype),
-                r[i].kernel,
-                r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy, r[i].pct_of_copy, r[i].ok);
+                r[i].kernel, r[i].backend, r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy, r[i].pct_of_copy, r[i].ok);
 }
 
 /* Writes path with writer; 0 or -1 (a message printed). */
@@ -370,7 +372,8 @@ int bench_decode_main(int argc, char **argv) {
     printf("B %d, heads %d / %d KV, d %d, %d query row%s, %s, %s cache\n", o.batch, o.heads, o.heads_kv, o.head_dim,
            o.query_len, o.query_len == 1 ? "" : "s (causal)", cli_dtype_word(o.dtype),
            o.page_size ? "paged" : "contiguous");
-    printf("%10s  %-22s %6s %10s %10s %8s\n", "cache N", "kernel", "splits", "ms", "K+V GB/s", "% copy");
+    printf("%10s  %-8s %-16s %6s %10s %10s %8s\n", "cache N", "kernel", "backend", "splits", "ms", "K+V GB/s",
+           "% copy");
     for (int i = 0; i < o.len_count; ++i) {
         measure(ctx, &o, o.lens[i], &records[i]);
         decode_record *r = &records[i];
@@ -380,8 +383,8 @@ int bench_decode_main(int argc, char **argv) {
             continue;
         }
         r->pct_of_copy = copy > 0.0 ? 100.0 * r->kv_gbps / copy : 0.0;
-        printf("%10d  %-22s %6d %10.3f %10.1f %7.1f%%\n", r->cache_len, r->kernel, r->kv_splits, r->ms, r->kv_gbps,
-               r->pct_of_copy);
+        printf("%10d  %-8s %-16s %6d %10.3f %10.1f %7.1f%%\n", r->cache_len, r->kernel, r->backend, r->kv_splits,
+               r->ms, r->kv_gbps, r->pct_of_copy);
     }
     fflush(stdout);
     if (o.json_path && write_file(o.json_path, write_json, device, &o, records, o.len_count, copy)) failed = 1;
