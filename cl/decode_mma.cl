@@ -21,7 +21,9 @@
 //     of one dim. Lane (g, t) loads dims [64 c + 8 g, + 8) of those four key rows and pairs the halves of
 //     two keys' words (key 2t with 2t+1, 2t+8 with 2t+9): eight B operands, one per dim tile e, whose
 //     column g is dim 64 c + 8 g + e. So accumulator tile (c, e) holds dims 64 c + 8 n + e for n = 2t, 2t+1.
-// Keys past the chunk read as zeros. Numerics as in cl/forward_mma.cl (maxima in log2 units, exponents as
+// Keys past the chunk read as zeros. Each step's loads are issued before the previous step's arithmetic, so a
+// warp always has a step of K and V (8 KB at d128) in flight; Q's fragments sit in local memory, read once per
+// k-step, to leave the registers to those loads (255 a work-item on the H100 at d128, no spill). Numerics as in cl/forward_mma.cl (maxima in log2 units, exponents as
 // fma(s, scale2, -max), the -FLT_MAX floor of a visible key, the range guard); the split-KV partials in
 // cl/split_combine.cl's natural units.
 //
@@ -106,6 +108,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
     __local float warp_max[WARPS * ROWS], warp_sum[WARPS * ROWS];
     __local float row_m[ROWS], row_l[ROWS];
     __local float o_sum[ROWS * HEAD_DIM];
+    __local uint4 q_frag[DIM_STEPS * 32];
 
     const int lid = (int)get_local_id(0);
     const int warp = lid / 32, lane = lid % 32;
@@ -154,21 +157,23 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
     const float slope_top = FLASHCL_ALIBI_SLOPE(b, head_top), slope_bottom = FLASHCL_ALIBI_SLOPE(b, head_bottom);
 #endif
 
-    // Q's A fragments in the dim order of the K loads (see the header); rows past the real ones are zeros.
-    uint qa[DIM_STEPS][4];
-    {
+    // Q's A fragments in the dim order of the K loads (see the header), rows past the real ones as zeros, in
+    // local memory as each lane reads them (one 16-byte read per k-step): every warp has the same rows, and the
+    // registers they would take hold the next step's K and V instead.
+    if (warp == 0) {
         const ulong q_top = q_offset + (ulong)b * q_stride_b + (ulong)head_top * q_stride_h + (ulong)pos_top * q_stride_s;
         const ulong q_bottom =
             q_offset + (ulong)b * q_stride_b + (ulong)head_bottom * q_stride_h + (ulong)pos_bottom * q_stride_s;
-        UNROLL_ALWAYS
         for (int ks = 0; ks < DIM_STEPS; ++ks) {
             const int d0 = 32 * (ks / 2) + 8 * t + 4 * (ks % 2);
-            qa[ks][0] = real_top ? q_bits(q, q_top + d0) | (q_bits(q, q_top + d0 + 1) << 16) : 0u;
-            qa[ks][1] = real_bottom ? q_bits(q, q_bottom + d0) | (q_bits(q, q_bottom + d0 + 1) << 16) : 0u;
-            qa[ks][2] = real_top ? q_bits(q, q_top + d0 + 2) | (q_bits(q, q_top + d0 + 3) << 16) : 0u;
-            qa[ks][3] = real_bottom ? q_bits(q, q_bottom + d0 + 2) | (q_bits(q, q_bottom + d0 + 3) << 16) : 0u;
+            q_frag[ks * 32 + lane] =
+                (uint4)(real_top ? q_bits(q, q_top + d0) | (q_bits(q, q_top + d0 + 1) << 16) : 0u,
+                        real_bottom ? q_bits(q, q_bottom + d0) | (q_bits(q, q_bottom + d0 + 1) << 16) : 0u,
+                        real_top ? q_bits(q, q_top + d0 + 2) | (q_bits(q, q_top + d0 + 3) << 16) : 0u,
+                        real_bottom ? q_bits(q, q_bottom + d0 + 2) | (q_bits(q, q_bottom + d0 + 3) << 16) : 0u);
         }
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
 
 #if FLASHCL_SCORE_MODS
     const float scale2 = M_LOG2E_F; // each score scaled and modified where it is computed
@@ -180,29 +185,36 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
     for (int j = 0; j < V_BLOCKS * 8; ++j) acc[j] = (float4)(0.0f);
     float max_top = -INFINITY, max_bottom = -INFINITY, sum_top = 0.0f, sum_bottom = 0.0f;
 
+    // A step's loads: lane (g, t)'s K words of keys key0 + 8 j + g and V words of keys key0 + 2t (+1, +8, +9).
+#define LOAD_STEP(kraw, vraw, key0)                                                                               \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int j = 0; j < 2; ++j) {                                                                            \
+            const int key_ = (key0) + 8 * j + g;                                                                 \
+            const bool valid_ = key_ < key_end;                                                                  \
+            const ulong row_ = KV_ROW(k, valid_ ? key_ : key_begin);                                             \
+            UNROLL_ALWAYS                                                                                        \
+            for (int s_ = 0; s_ < K_CHUNKS; ++s_) kraw[j][s_] = load16(k, row_ + (ulong)(32 * s_ + 8 * t), valid_); \
+        }                                                                                                        \
+        UNROLL_ALWAYS                                                                                            \
+        for (int u = 0; u < 4; ++u) {                                                                            \
+            const int key_ = (key0) + 2 * t + (u & 1) + 8 * (u >> 1);                                            \
+            const bool valid_ = key_ < key_end;                                                                  \
+            const ulong row_ = KV_ROW(v, valid_ ? key_ : key_begin);                                             \
+            UNROLL_ALWAYS                                                                                        \
+            for (int c_ = 0; c_ < V_BLOCKS; ++c_) vraw[c_][u] = load16(v, row_ + (ulong)(64 * c_ + 8 * g), valid_); \
+        }                                                                                                        \
+    } while (0)
+    // Each step's math runs while the next step's loads are in flight.
+    uint4 kraw[2][K_CHUNKS], vraw[V_BLOCKS][4];
+    LOAD_STEP(kraw, vraw, key_begin + warp * STEP_KEYS);
     for (int round0 = key_begin; round0 < key_end; round0 += ROUND_KEYS) { // uniform over the work-group
         const int key0 = round0 + warp * STEP_KEYS;
+        uint4 knext[2][K_CHUNKS], vnext[V_BLOCKS][4];
+        LOAD_STEP(knext, vnext, key0 + ROUND_KEYS);
 #if MMA_WARPS_MAY_SKIP
-        if (key0 >= key_end) continue; // nothing of this warp's step is in the chunk (warp-uniform)
+        if (key0 < key_end) { // something of this warp's step is in the chunk (warp-uniform)
 #endif
-        // Every load of the step first, so they are in flight together.
-        uint4 kraw[2][K_CHUNKS], vraw[V_BLOCKS][4];
-        UNROLL_ALWAYS
-        for (int j = 0; j < 2; ++j) {
-            const int key = key0 + 8 * j + g;
-            const bool valid = key < key_end;
-            const ulong row = KV_ROW(k, valid ? key : key_begin);
-            UNROLL_ALWAYS
-            for (int s = 0; s < K_CHUNKS; ++s) kraw[j][s] = load16(k, row + (ulong)(32 * s + 8 * t), valid);
-        }
-        UNROLL_ALWAYS
-        for (int u = 0; u < 4; ++u) {
-            const int key = key0 + 2 * t + (u & 1) + 8 * (u >> 1); // 2t, 2t+1, 2t+8, 2t+9
-            const bool valid = key < key_end;
-            const ulong row = KV_ROW(v, valid ? key : key_begin);
-            UNROLL_ALWAYS
-            for (int c = 0; c < V_BLOCKS; ++c) vraw[c][u] = load16(v, row + (ulong)(64 * c + 8 * g), valid);
-        }
 
         // S = Q K^T for the step's two 8-key tiles.
         float4 s[2] = {(float4)(0.0f), (float4)(0.0f)};
@@ -210,9 +222,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
         for (int ks = 0; ks < DIM_STEPS; ++ks) {
             UNROLL
             for (int j = 0; j < 2; ++j) {
-                const uint4 kw = kraw[j][ks / 2];
+                const uint4 kw = kraw[j][ks / 2], qw = q_frag[ks * 32 + lane];
                 const uint b0 = ks % 2 ? kw.z : kw.x, b1 = ks % 2 ? kw.w : kw.y;
-                MMA(s[j], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b0, b1);
+                MMA(s[j], qw.x, qw.y, qw.z, qw.w, b0, b1);
             }
         }
 
@@ -289,7 +301,21 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
                 acc[c * 8 + e] = a;
             }
         }
+#if MMA_WARPS_MAY_SKIP
+        }
+#endif
+        UNROLL_ALWAYS
+        for (int j = 0; j < 2; ++j) {
+            UNROLL_ALWAYS
+            for (int c = 0; c < K_CHUNKS; ++c) kraw[j][c] = knext[j][c];
+        }
+        UNROLL_ALWAYS
+        for (int c = 0; c < V_BLOCKS; ++c) {
+            UNROLL_ALWAYS
+            for (int u = 0; u < 4; ++u) vraw[c][u] = vnext[c][u];
+        }
     }
+#undef LOAD_STEP
 
     // Merge the warps: each row's maximum over the warps, every warp's sum and output rescaled to it, summed
     // in warp order.
