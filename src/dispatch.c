@@ -241,12 +241,11 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
  * chunk of two steps (256 keys) is the shortest worth a work-group. */
 #define DECODE_SPLIT_GROUPS_PER_UNIT 4
 #define DECODE_SPLIT_MIN_STEPS 2
-/* The matrix-unit decode kernel (197 registers a work-item at d128: two
- * work-groups of 4 warps per unit on the H100) read K and V fastest with
- * one wave, about 2 work-groups per unit: f16 d128, 32 query heads over 8,
- * 128K keys: 32 splits 2.36 TB/s, 24 2.21, 40 1.76, 64 2.03; 32K: 32
- * splits 1.31, 16 1.22, 64 0.99 (docs/perf.md). A chunk takes at least 4
- * rounds of 64 keys. */
+/* The matrix-unit decode kernel (255 registers a work-item at d128: two
+ * work-groups of 4 warps per unit on the H100) reads K and V fastest in
+ * one wave, 2 work-groups per unit, and not one more (a second wave):
+ * f16 d128, 32 query heads over 8, 128K keys: 32 splits 2.55 TB/s, 24
+ * 2.51, 48 2.19 (docs/perf.md). A chunk takes at least 4 rounds of 64 keys. */
 #define DECODE_MMA_SPLIT_GROUPS_PER_UNIT 2
 #define DECODE_MMA_SPLIT_MIN_ROUNDS 4
 
@@ -256,6 +255,8 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
 typedef struct split_shape {
     size_t groups, block_k, min_splits;
     size_t groups_per_unit, min_blocks; /* the automatic count's aim and each chunk's fewest key blocks */
+    int within_aim; /* 1: the automatic count stays at or below the aim (a kernel whose aim is exactly what the
+                     * device holds at once, where one work-group past it starts a second wave) */
 } split_shape;
 
 /* Split-KV (decode): when the call's work-groups would not fill the device,
@@ -277,7 +278,9 @@ static flashcl_status choose_splits(const flashcl_device_caps *caps, const flash
         splits = (size_t)s->kv_splits;
     } else {
         const size_t target = (size_t)caps->limits.compute_units * shape->groups_per_unit;
-        splits = shape->groups >= target ? 1 : ceil_div(target, shape->groups);
+        splits = shape->groups >= target ? 1
+                 : shape->within_aim ? target / shape->groups
+                                     : ceil_div(target, shape->groups);
         const size_t longest = key_blocks / shape->min_blocks;
         if (splits > longest) splits = longest;
         if (splits < shape->min_splits) splits = shape->min_splits;
@@ -334,7 +337,7 @@ static flashcl_status portable_splits(const flashcl_device_caps *caps, const fla
     const split_shape shape = {ceil_div((size_t)desc->seqlen_q, (size_t)plan->tiles.block_q) * (size_t)desc->batch *
                                    (size_t)desc->heads_q,
                                (size_t)plan->tiles.block_k, 1, SPLIT_TARGET_GROUPS_PER_UNIT,
-                               MIN_KEY_BLOCKS_PER_SPLIT};
+                               MIN_KEY_BLOCKS_PER_SPLIT, 0};
     return choose_splits(caps, s, p, &shape, plan, reason, size);
 }
 
@@ -348,7 +351,7 @@ static int decode_plan_with(const flashcl_device_caps *caps, const flashcl_setti
     const flashcl_attention_desc *desc = p->desc;
     split_shape shape = {flashcl_decode_groups(desc, &plan->tiles), (size_t)plan->tiles.block_k, 1,
                          mma ? DECODE_MMA_SPLIT_GROUPS_PER_UNIT : DECODE_SPLIT_GROUPS_PER_UNIT,
-                         mma ? DECODE_MMA_SPLIT_MIN_ROUNDS : DECODE_SPLIT_MIN_STEPS};
+                         mma ? DECODE_MMA_SPLIT_MIN_ROUNDS : DECODE_SPLIT_MIN_STEPS, mma != NULL};
     const size_t max_chunk = flashcl_decode_max_chunk(caps, desc, &plan->tiles, mma);
     if (max_chunk != 0) {
         if (max_chunk < shape.block_k) return 0;

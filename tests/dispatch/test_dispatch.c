@@ -422,10 +422,12 @@ START_TEST(split_kv_decisions) {
 }
 END_TEST
 
-/* The decode kernel: forwards of up to 8 positions on every device, its tiles, options, grid and splits. */
+/* The portable decode kernel: forwards of up to 8 positions on every device, its tiles, options, grid and
+ * splits (tensor cores off: with them, 16-bit d64/d128 calls take the matrix-unit one, decode_mma_decisions). */
 START_TEST(decode_decisions) {
     const flashcl_device_caps caps = h100();
-    const flashcl_settings s = defaults(); /* tensor cores on: decode still wins for few rows */
+    flashcl_settings s = defaults();
+    s.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
     flashcl_attention_desc desc = problem_desc(1, 128, FLASHCL_DTYPE_F16, 0);
     desc.batch = 1;
     desc.heads_q = 32;
@@ -502,6 +504,59 @@ START_TEST(decode_decisions) {
 }
 END_TEST
 
+/* The matrix-unit decode kernel (cl/decode_mma.cl): 16-bit storage at d64/d128 with tensor cores on, 16
+ * packed rows per work-group, 64 keys a round, split to one wave of 2 work-groups per compute unit; the portable
+ * decode kernel for float, other head dims, rows not 16-byte aligned, or tensor cores off. */
+START_TEST(decode_mma_decisions) {
+    const flashcl_device_caps caps = h100();
+    const flashcl_settings s = defaults();
+    flashcl_attention_desc desc = problem_desc(1, 128, FLASHCL_DTYPE_F16, 0);
+    desc.batch = 1;
+    desc.heads_q = 32;
+    desc.heads_kv = 8;
+    desc.seqlen_k = 131072;
+    flashcl_features f = dense(&desc);
+    flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_DECODE);
+    ck_assert_str_eq(plan.program, "decode_mma.cl");
+    ck_assert_ptr_nonnull(plan.backend);
+    ck_assert_str_eq(plan.backend->name, "nvidia-mma-sync");
+    ck_assert_str_eq(plan.prelude[0], "mma.cl");
+    ck_assert_str_eq(plan.options,
+                     "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DDECODE_WARPS=4 -DFLASHCL_MMA_PTX=1 -DFLASHCL_SPLIT_KV=1");
+    ck_assert_int_eq(plan.tiles.block_q, 16);
+    ck_assert_int_eq(plan.tiles.block_k, 64);
+    ck_assert_uint_eq(plan.global[0][0], 128);
+    ck_assert_uint_eq(plan.global[0][1], 8);
+    /* 8 work-groups unsplit, aim 2 per unit and no more: 264 / 8 = 33 splits of ceil(2048 / 33) = 63 rounds. */
+    ck_assert_int_eq(plan.kv_splits, 33);
+    ck_assert_int_eq(plan.split_keys, 63 * 64);
+    const double kv = 2.0 * 131072 * 8 * 128 * 2;
+    ck_assert(plan.predicted_global_bytes >= kv && plan.predicted_global_bytes < 1.01 * kv);
+    /* 8 positions x 8 heads per KV head: four blocks of 16 rows. */
+    desc.seqlen_q = 8;
+    desc.heads_kv = 4;
+    f = dense(&desc);
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+    ck_assert_str_eq(plan.program, "decode_mma.cl");
+    ck_assert_uint_eq(plan.global[0][0], 4 * 128);
+    /* The portable decode kernel: rows 8-byte aligned only, float, head dim 96, tensor cores off. */
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 4).program, "decode.cl");
+    flashcl_attention_desc other = desc;
+    other.dtype = FLASHCL_DTYPE_F32;
+    f = dense(&other);
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &other, &f, 8).program, "decode.cl");
+    other = desc;
+    other.head_dim = 96;
+    f = dense(&other);
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &other, &f, 8).program, "decode.cl");
+    flashcl_settings off = s;
+    off.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+    f = dense(&desc);
+    ck_assert_str_eq(dispatch_ok(&caps, &off, FLASHCL_PASS_FORWARD, &desc, &f, 8).program, "decode.cl");
+}
+END_TEST
+
 static Suite *dispatch_suite(void) {
     Suite *s = suite_create("dispatch");
     TCase *tc = tcase_create("pure");
@@ -515,6 +570,7 @@ static Suite *dispatch_suite(void) {
     tcase_add_test(tc, features_as_data);
     tcase_add_test(tc, split_kv_decisions);
     tcase_add_test(tc, decode_decisions);
+    tcase_add_test(tc, decode_mma_decisions);
     suite_add_tcase(s, tc);
     return s;
 }
