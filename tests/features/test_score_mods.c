@@ -323,6 +323,38 @@ START_TEST(decode_rows) {
 }
 END_TEST
 
+/* The matrix-unit decode kernel (emulated here) takes them too: 4 causal positions x 4 query heads over one KV
+ * head (16 packed rows), half storage at d64, softcap 5 and llama.cpp's slopes, in 3 key chunks. */
+START_TEST(decode_matrix_units) {
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
+    float slopes[8];
+    llama_slopes(8, 8.0f, slopes);
+    fh_case c = fh_case_make("decode mma 4x300 d64 8/2 causal softcap 5 + alibi", 1, 8, 2, 4, 300, 64, 1);
+    c.desc.dtype = FLASHCL_DTYPE_F16;
+    fh_inputs in;
+    fh_inputs_make(&c, 47, &in);
+    amplify(&in, 3.0f);
+    fh_round_inputs(&in, FLASHCL_DTYPE_F16);
+    flashcl_attention_extras ex;
+    flashcl_attention_extras_init(&ex);
+    ex.softcap = 5.0f;
+    ex.alibi_max_bias = 8.0f;
+    const flashcl_reference_extras mods = {.softcap = 5.0, .alibi_slopes = slopes};
+    fh_result r;
+    run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
+    const flashcl_call_stats s = last_stats(ctx);
+    ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_DECODE);
+    ck_assert_str_eq(s.program, "decode_mma.cl");
+    ck_assert_int_eq(s.kv_splits, 3);
+    ck_assert_ptr_nonnull(strstr(s.build_options, "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1"));
+    fh_result_free(&r);
+    fh_inputs_free(&in);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* The tensor-core kernels (emulated here; real on NVIDIA) take the modifiers in builds of their own: causal GQA
  * with rows past the diagonal and a partial key block, softcap 5 and llama.cpp's slopes; forward and backward in
  * 3xTF32 f32 (gradients judged in f32), the forward in f16. */
@@ -640,6 +672,7 @@ static Suite *score_mods_suite(void) {
     tcase_add_test(tc, alibi_window_sources);
     tcase_add_test(tc, varlen_block_mask_dropout);
     tcase_add_test(tc, decode_rows);
+    tcase_add_test(tc, decode_matrix_units);
     tcase_add_test(tc, tensor_core_kernels);
     tcase_add_test(tc, kv_cache_rows);
     suite_add_tcase(s, tc);

@@ -204,12 +204,14 @@ static void check_outputs(const kv_case *c, const kv_host *h, const float *o, co
     }
 }
 
-/* Runs c with the given split count; checks outputs and, with an append, the whole caches. */
-static void run_case(const kv_case *c, int splits, uint64_t seed) {
+/* Runs c with the given split count and tensor-core mode; checks outputs and, with an append, the whole caches.
+ * With tensor cores emulated, 16-bit d64/d128 caches must run the matrix-unit decode kernel. */
+static void run_case(const kv_case *c, int splits, uint64_t seed, flashcl_tensor_cores mode) {
     kv_host h;
     host_create(c, seed, &h);
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, splits), FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, mode), FLASHCL_SUCCESS);
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
     const int hq = c->heads_q, hkv = c->heads_kv, d = c->head_dim, sq = c->seqlen_q;
@@ -259,6 +261,8 @@ static void run_case(const kv_case *c, int splits, uint64_t seed) {
     flashcl_call_stats stats;
     ck_assert_int_eq(flashcl_last_call_stats(ctx, &stats), FLASHCL_SUCCESS);
     ck_assert_int_eq(stats.kernel, FLASHCL_KERNEL_DECODE);
+    if (mode == FLASHCL_TENSOR_CORES_EMULATE && c->dtype != FLASHCL_DTYPE_F32 && (c->head_dim == 64 || c->head_dim == 128))
+        ck_assert_str_eq(stats.program, "decode_mma.cl");
     float *o_host = malloc(h.q_count * sizeof(float)), *l_host = malloc((size_t)c->batch * (size_t)hq * (size_t)sq * 4);
     download(queue, o, o_host, h.q_count, c->dtype);
     ck_assert_int_eq(clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, (size_t)c->batch * (size_t)hq * (size_t)sq * 4, l_host,
@@ -306,7 +310,15 @@ static const kv_case cases[] = {
 
 START_TEST(cases_match_reference) {
     const int splits[] = {0, 1, 3};
-    run_case(&cases[_i / 3], splits[_i % 3], 1000u + (uint64_t)_i);
+    run_case(&cases[_i / 3], splits[_i % 3], 1000u + (uint64_t)_i, FLASHCL_TENSOR_CORES_AUTO);
+}
+END_TEST
+
+/* The paged 16-bit cases on the matrix-unit decode kernel (emulated here), unsplit and in 3 chunks: pages out of
+ * order and shared, Sq > 1 causal, the append. */
+START_TEST(matrix_unit_kernel) {
+    const int splits[] = {1, 3};
+    run_case(&cases[2 + _i / 2], splits[_i % 2], 2000u + (uint64_t)_i, FLASHCL_TENSOR_CORES_EMULATE);
 }
 END_TEST
 
@@ -408,6 +420,7 @@ int main(void) {
     TCase *tc = tcase_create("kv_cache");
     tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, cases_match_reference, 0, CASE_COUNT * 3);
+    tcase_add_loop_test(tc, matrix_unit_kernel, 0, 4);
     tcase_add_test(tc, bad_input_writes_nothing);
     suite_add_tcase(s, tc);
     SRunner *runner = srunner_create(s);
