@@ -161,7 +161,8 @@ def print_decode_table(torch, args, backends, records):
     r0 = records[0]
     print(f"# {torch.cuda.get_device_name()} | decode | {args.dtype} | d={args.head_dim} | B={args.batch} | "
           f"Hq={args.heads} Hkv={args.heads_kv} | Sq={args.query_len} | GB/s of K+V read once "
-          f"(flashcl copy rate {r0['copy_gbps']:.0f} GB/s); PyTorch: CUDA events, flashcl: wall time around clFinish")
+          f"(flashcl copy rate {r0['copy_gbps']:.0f} GB/s); PyTorch: CUDA events, flashcl: wall time around clFinish"
+          + (" of 10 calls enqueued back to back" if r0.get("timing") == "back_to_back" else " of each call"))
     print("| N | flashcl | " + " | ".join(backends) + " |")
     print("|---|---|" + "---|" * len(backends))
     for r in records:
@@ -194,6 +195,8 @@ def main():
     p.add_argument("--heads", type=int, default=32, help="--decode: query heads")
     p.add_argument("--heads-kv", type=int, default=8, help="--decode: K/V heads")
     p.add_argument("--query-len", type=int, default=1, help="--decode: query rows per sequence")
+    p.add_argument("--back-to-back", action="store_true",
+                   help="--decode: time flashcl's calls 10 at a time, enqueued back to back (as a decode loop runs)")
     args = p.parse_args()
 
     if args.decode:

@@ -32,8 +32,8 @@ static const char *text(const json_record *r, const char *name) {
     return f->text;
 }
 
-/* Two cache lengths, GQA 4 -> 2, half storage, one and four query rows, and a paged cache: the decode kernel
- * ran, every number is consistent. */
+/* Two cache lengths, GQA 4 -> 2, half storage, one and four query rows (timed back to back), and a paged cache:
+ * the decode kernel ran, every number is consistent. */
 START_TEST(records_are_consistent) {
     char json[1024], csv[1024];
     work_path(json, sizeof json, "decode.json");
@@ -42,7 +42,8 @@ START_TEST(records_are_consistent) {
     remove(csv);
     char *args[] = {"--decode", "--cache-lens", "100,700", "--batch", "2", "--heads", "4", "--heads-kv", "2",
                     "--head-dim", "64", "--query-len", (char *)(_i == 1 ? "4" : "1"), "--repeat", "2", "--warmup",
-                    "1", "--json", json, "--csv", csv, "--page-size", (char *)(_i == 2 ? "16" : "0"), NULL};
+                    "1", "--json", json, "--csv", csv, "--page-size", (char *)(_i == 2 ? "16" : "0"),
+                    (char *)(_i == 1 ? "--back-to-back" : NULL), NULL};
     ck_assert_int_eq(run_bench("decode", args), 0);
     json_record *records = NULL;
     char error[256];
@@ -61,6 +62,7 @@ START_TEST(records_are_consistent) {
         ck_assert_str_eq(text(r, "dtype"), "f16");
         ck_assert_str_eq(text(r, "kernel"), "decode");
         ck_assert_str_eq(text(r, "backend"), "-"); /* tensor cores auto: none on a CPU device */
+        ck_assert_str_eq(text(r, "timing"), _i == 1 ? "back_to_back" : "per_call");
         ck_assert_int_ge((int)number(r, "kv_splits"), 1);
         const double ms = number(r, "ms"), kv = number(r, "kv_gbps"), copy = number(r, "copy_gbps");
         ck_assert(ms > 0.0 && kv > 0.0 && copy > 0.0);
@@ -73,8 +75,10 @@ START_TEST(records_are_consistent) {
     free(records);
     char *table = read_text_file(csv);
     ck_assert_ptr_nonnull(
-        strstr(table, "cache_len,page_size,dtype,kernel,backend,kv_splits,ms,kv_gbps,copy_gbps,pct_of_copy"));
-    ck_assert_ptr_nonnull(strstr(table, _i == 2 ? ",700,16,f16,decode,-," : ",700,0,f16,decode,-,"));
+        strstr(table, "cache_len,page_size,dtype,kernel,backend,timing,kv_splits,ms,kv_gbps,copy_gbps,pct_of_copy"));
+    ck_assert_ptr_nonnull(strstr(table, _i == 2   ? ",700,16,f16,decode,-,per_call,"
+                                        : _i == 1 ? ",700,0,f16,decode,-,back_to_back,"
+                                                  : ",700,0,f16,decode,-,per_call,"));
     free(table);
 }
 END_TEST

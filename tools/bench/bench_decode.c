@@ -23,9 +23,14 @@ typedef struct decode_options {
     int decode_kernel; /* 0: the tiled kernels (--no-decode-kernel), for comparison */
     int splits;        /* 0: automatic */
     int page_size;     /* 0: contiguous caches through flashcl_forward; else paged through flashcl_forward_kv_cache */
+    int back_to_back;  /* 1: each sample is BACK_TO_BACK_CALLS calls enqueued together, then one clFinish */
     int repeat, warmup;
     const char *device, *json_path, *csv_path;
 } decode_options;
+
+/* Calls per sample with --back-to-back: a decode loop enqueues its layers' calls without waiting for each, so
+ * the device sees them one after another and the host's enqueue and the clFinish round trip overlap the work. */
+#define BACK_TO_BACK_CALLS 10
 
 typedef struct decode_record {
     int cache_len;
@@ -51,6 +56,8 @@ static void usage(FILE *out) {
             "  --dtype f32|f16|bf16  storage type (default f16)\n"
             "  --tensor-cores auto|off|emulate   as in flashcl bench (default auto)\n"
             "  --no-decode-kernel    run the tiled kernels instead of the decode kernel\n"
+            "  --back-to-back        time 10 calls enqueued together, then one clFinish, per call (as a\n"
+            "                        decode loop runs them); default: each call alone, clFinish after it\n"
             "  --splits N            force N split-KV chunks (default 0: automatic; 1: none)\n"
             "  --page-size P         a paged cache of P-row pages in a shuffled order, through\n"
             "                        flashcl_forward_kv_cache (default 0: contiguous caches, flashcl_forward)\n"
@@ -58,8 +65,8 @@ static void usage(FILE *out) {
             "  --warmup W            untimed calls first (default 3)\n"
             "  --device SPEC         device index or name substring\n"
             "  --json FILE, --csv FILE   the records (fields: device, batch, heads_q, heads_kv,\n"
-            "                        head_dim, query_len, cache_len, page_size, dtype, kernel, backend, kv_splits,\n"
-            "                        ms, kv_gbps, copy_gbps, pct_of_copy)\n"
+            "                        head_dim, query_len, cache_len, page_size, dtype, kernel, backend, timing,\n"
+            "                        kv_splits, ms, kv_gbps, copy_gbps, pct_of_copy)\n"
             "Inputs: a 64-byte random pattern repeated (attention's speed does not depend on values).\n");
 }
 
@@ -85,13 +92,17 @@ static int parse_lens(const char *text, decode_options *o) {
 static int parse(int argc, char **argv, decode_options *o) {
     memset(o, 0, sizeof *o);
     *o = (decode_options){1, 32, 8, 128, 1, {4096, 32768, 131072}, 3, FLASHCL_DTYPE_F16, FLASHCL_TENSOR_CORES_AUTO,
-                          1, 0, 0, 20, 3, NULL, NULL, NULL};
+                          1, 0, 0, 0, 20, 3, NULL, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
         const char *v = NULL;
         int bad = 0;
         if (strcmp(argv[i], "--decode") == 0) continue;
         if (strcmp(argv[i], "--no-decode-kernel") == 0) {
             o->decode_kernel = 0;
+            continue;
+        }
+        if (strcmp(argv[i], "--back-to-back") == 0) {
+            o->back_to_back = 1;
             continue;
         }
         if (strcmp(argv[i], "--help") == 0) return 1;
@@ -239,27 +250,28 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
                              tl = flashcl_tensor_lse(lse, o->heads, o->query_len);
         double *times = malloc((size_t)o->repeat * sizeof *times);
         flashcl_status status = times ? FLASHCL_SUCCESS : FLASHCL_ERROR_OUT_OF_HOST_MEMORY;
+        flashcl_kv_cache cache;
+        flashcl_kv_cache_init(&cache);
+        if (o->page_size) {
+            cache.k = flashcl_tensor_contiguous(k, FLASHCL_LAYOUT_BSHD, o->heads_kv, o->page_size, o->head_dim);
+            cache.v = flashcl_tensor_contiguous(v, FLASHCL_LAYOUT_BSHD, o->heads_kv, o->page_size, o->head_dim);
+            cache.page_size = o->page_size;
+            cache.num_pages = (int)pages;
+            cache.block_table = table_buffer;
+            cache.block_table_host = table;
+            cache.max_pages = pages_per_seq;
+            cache.cache_seqlens = lens_buffer;
+            cache.cache_seqlens_host = lens;
+        }
+        const int calls = o->back_to_back ? BACK_TO_BACK_CALLS : 1;
         for (int i = 0; status == FLASHCL_SUCCESS && i < o->warmup + o->repeat; ++i) {
             clFinish(queue);
             const double t0 = now();
-            if (o->page_size) {
-                flashcl_kv_cache cache;
-                flashcl_kv_cache_init(&cache);
-                cache.k = flashcl_tensor_contiguous(k, FLASHCL_LAYOUT_BSHD, o->heads_kv, o->page_size, o->head_dim);
-                cache.v = flashcl_tensor_contiguous(v, FLASHCL_LAYOUT_BSHD, o->heads_kv, o->page_size, o->head_dim);
-                cache.page_size = o->page_size;
-                cache.num_pages = (int)pages;
-                cache.block_table = table_buffer;
-                cache.block_table_host = table;
-                cache.max_pages = pages_per_seq;
-                cache.cache_seqlens = lens_buffer;
-                cache.cache_seqlens_host = lens;
-                status = flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, &tl, 0, NULL, NULL);
-            } else {
-                status = flashcl_forward(ctx, &desc, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL);
-            }
+            for (int c = 0; c < calls && status == FLASHCL_SUCCESS; ++c)
+                status = o->page_size ? flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, &tl, 0, NULL, NULL)
+                                      : flashcl_forward(ctx, &desc, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL);
             if (status == FLASHCL_SUCCESS && clFinish(queue) != CL_SUCCESS) status = FLASHCL_ERROR_OPENCL;
-            if (i >= o->warmup) times[i - o->warmup] = now() - t0;
+            if (i >= o->warmup) times[i - o->warmup] = (now() - t0) / calls;
         }
         if (status != FLASHCL_SUCCESS) {
             cli_report_library_error("bench --decode", "forward", ctx, status);
@@ -290,22 +302,23 @@ static void write_json(FILE *f, const char *device, const decode_options *o, con
     for (int i = 0; i < count; ++i)
         fprintf(f,
                 "  {\"device\": \"%s\", \"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"head_dim\": %d, "
-                "\"query_len\": %d, \"cache_len\": %d, \"page_size\": %d, \"dtype\": \"%s\", \"kernel\": \"%s\", \"backend\": \"%s\", \"kv_splits\": %d, "
+                "\"query_len\": %d, \"cache_len\": %d, \"page_size\": %d, \"dtype\": \"%s\", \"kernel\": \"%s\", \"backend\": \"%s\", \"timing\": \"%s\", \"kv_splits\": %d, "
                 "\"ms\": %.6g, \"kv_gbps\": %.6g, \"copy_gbps\": %.6g, \"pct_of_copy\": %.6g, \"ok\": %s}%s\n",
                 device, o->batch, o->heads, o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, o->page_size,
-                cli_dtype_word(o->dtype), r[i].kernel, r[i].backend, r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy,
+                cli_dtype_word(o->dtype), r[i].kernel, r[i].backend, o->back_to_back ? "back_to_back" : "per_call",
+                r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy,
                 r[i].pct_of_copy, r[i].ok ? "true" : "false", i + 1 < count ? "," : "");
     fprintf(f, "]\n");
 }
 
 static void write_csv(FILE *f, const char *device, const decode_options *o, const decode_record *r, int count,
                       double copy) {
-    fprintf(f, "device,batch,heads_q,heads_kv,head_dim,query_len,cache_len,page_size,dtype,kernel,backend,kv_splits,ms,"
+    fprintf(f, "device,batch,heads_q,heads_kv,head_dim,query_len,cache_len,page_size,dtype,kernel,backend,timing,kv_splits,ms,"
                "kv_gbps,copy_gbps,pct_of_copy,ok\n");
     for (int i = 0; i < count; ++i)
-        fprintf(f, "\"%s\",%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%d\n", device, o->batch, o->heads,
+        fprintf(f, "\"%s\",%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%d\n", device, o->batch, o->heads,
                 o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, o->page_size, cli_dtype_word(o->dtype),
-                r[i].kernel, r[i].backend, r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy, r[i].pct_of_copy, r[i].ok);
+                r[i].kernel, r[i].backend, o->back_to_back ? "back_to_back" : "per_call", r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy, r[i].pct_of_copy, r[i].ok);
 }
 
 /* Writes path with writer; 0 or -1 (a message printed). */
@@ -369,9 +382,10 @@ int bench_decode_main(int argc, char **argv) {
     if (failed) fprintf(stderr, "flashcl bench --decode: the copy-rate measurement failed\n");
     printf("device: %s\ncopy rate: %.1f GB/s (clEnqueueCopyBuffer of %zu MiB, read + write)\n", device, copy,
            copy_bytes >> 20);
-    printf("B %d, heads %d / %d KV, d %d, %d query row%s, %s, %s cache\n", o.batch, o.heads, o.heads_kv, o.head_dim,
-           o.query_len, o.query_len == 1 ? "" : "s (causal)", cli_dtype_word(o.dtype),
-           o.page_size ? "paged" : "contiguous");
+    printf("B %d, heads %d / %d KV, d %d, %d query row%s, %s, %s cache; %s\n", o.batch, o.heads, o.heads_kv,
+           o.head_dim, o.query_len, o.query_len == 1 ? "" : "s (causal)", cli_dtype_word(o.dtype),
+           o.page_size ? "paged" : "contiguous",
+           o.back_to_back ? "per call of 10 enqueued back to back" : "each call alone (clFinish after it)");
     printf("%10s  %-8s %-16s %6s %10s %10s %8s\n", "cache N", "kernel", "backend", "splits", "ms", "K+V GB/s",
            "% copy");
     for (int i = 0; i < o.len_count; ++i) {
