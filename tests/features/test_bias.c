@@ -3,8 +3,9 @@
  * broadcast through strides) forward and backward with dBias; -inf rows, a whole -inf bias and biases of 1e4;
  * ALiBi against the explicit bias tensor it stands for; bias + soft-capping + ALiBi + causal + GQA at once (the
  * forward split along the keys); a window with dropout; a per-head block mask; half storage with a half and a
- * float32 bias; dBias bit for bit the same under three backward plans and on an out-of-order queue; what the
- * dispatcher builds; and bad input: a clear error and nothing written.
+ * float32 bias; the tensor-core forward and backward (emulated), dBias from the tensor-core dQ kernel included;
+ * dBias bit for bit the same under three backward plans and on an out-of-order queue; what the dispatcher builds;
+ * and bad input: a clear error and nothing written.
  *
  * Every distinct kernel build costs seconds, so the cases share builds: head dim 32, float data and no causal flag
  * wherever the case allows (one forward and one backward program serve the broadcast, -inf, ALiBi-equivalence and
