@@ -394,21 +394,14 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             for (int a = 0; a < RES_PER_ITEM; ++a) dq_acc[a][j] = mad(dsc[a].lane, kv[j], dq_acc[a][j]); \
     }
 
-// The dQ kernel's dBias output (after the feature arguments): dS of pair (row, key) of (b, h) goes to
-// dbias[dbias_offset + b * dbias_stride_b + h * dbias_stride_h + row * dbias_stride_s + key] when write_dbias.
 #if FLASHCL_BIAS
-#define DBIAS_PARAMS \
-    , __global float *dbias, ulong dbias_offset, ulong dbias_stride_b, ulong dbias_stride_h, ulong dbias_stride_s, \
-        int write_dbias
-// dS of the pair into the tile (soft-capping's chain applied) and, unchained, into dBias. A hidden pair's dS is
-// 0 * (dP - D), -0 where dP < D: dBias takes it as +0, the zero written for the pairs a loop skips, so it has
-// the same bits whichever tiles computed it. On the bits, not `x + 0.0f`: Mesa's compiler folds that to x.
-#define DBIAS_PLUS_ZERO(x) as_float(as_uint(x) == 0x80000000u ? 0u : as_uint(x))
+// dS of the pair into the tile (soft-capping's chain applied) and, unchained, into dBias (FLASHCL_DBIAS_PARAMS;
+// a hidden pair's -0 as +0: FLASHCL_DBIAS_PLUS_ZERO).
 #define DQ_DS(value)                                                                                     \
     {                                                                                                    \
         const float ds_score = (value);                                                                  \
         if (write_dbias && row < seqlen_q && key < seqlen_k)                                             \
-            dbias[dbias_base + (ulong)row * dbias_stride_s + (ulong)key] = DBIAS_PLUS_ZERO(ds_score);    \
+            dbias[dbias_base + (ulong)row * dbias_stride_s + (ulong)key] = FLASHCL_DBIAS_PLUS_ZERO(ds_score); \
         ds_tile[(tk + a * THREADS_K) * S_STRIDE + c] = SOFTCAP_CHAIN(ds_score);                          \
     }
 // dBias of the work-group's rows at keys [first, end) is 0 (keys its loop does not compute: every pair is off).
@@ -419,8 +412,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             for (int key = (first) + lid; key < min((end), seqlen_k); key += WG_SIZE)                    \
                 dbias[row_base + (ulong)key] = 0.0f;                                                     \
         }
-#else
-#define DBIAS_PARAMS
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_dq(
@@ -432,7 +423,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global const float *delta,
     __global storage_t *dq, ulong dq_offset, ulong dq_stride_b, ulong dq_stride_h, ulong dq_stride_s,
     int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal FLASHCL_FEATURE_PARAMS
-    DBIAS_PARAMS) {
+    FLASHCL_DBIAS_PARAMS) {
     // The plan transposed: BLOCK_K query rows stay, BLOCK_Q key rows stream,
     // so the local footprint is the dkdv kernel's less one score tile.
     __local float4 q_tile4[BLOCK_K * ROW_STRIDE / 4];

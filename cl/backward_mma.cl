@@ -20,7 +20,11 @@
 //                               and dS^T = P^T * (V dO^T - D);
 //   flashcl_backward_mma_dq     a work-group owns 16 * WARPS queries of one
 //                               head and walks the keys: dQ += dS K.
-// dK and dQ are scaled once at the end. As in cl/backward.cl each gradient
+// dK and dQ are scaled once at the end. With a bias (FLASHCL_BIAS) both
+// kernels add it to each recomputed score as the forward did, and the dQ
+// kernel, which owns each (b, h, i, j) once, writes dS before soft-capping's
+// derivative to its dbias argument (FLASHCL_DBIAS_PARAMS), exactly as
+// cl/backward.cl's dQ kernel does. As in cl/backward.cl each gradient
 // element has one owner, so there are no atomics and every sum runs in a
 // fixed order: the same inputs give the same bits. (They are not the bits
 // of cl/backward.cl: the matrix unit sums in its own order.)
@@ -71,11 +75,12 @@
 // The LSE of a query row in log2 units, as the exponent subtracts it: +inf
 // for rows past the end and rows that saw no key (LSE -inf), so their P is
 // exactly 0.
-// With score modifiers (cl/common.cl) the scores are scaled and modified where
-// they are recomputed, as the forward did, so the exponents take log2(e)
-// alone; dS is then multiplied by soft-capping's derivative, and dK and dQ
-// are scaled once at the end as without modifiers (d(scale q.k)/dq = scale k).
-#if FLASHCL_SCORE_MODS
+// With score modifiers or a bias (cl/common.cl) the scores are scaled and
+// modified where they are recomputed, as the forward did (softcap, then the
+// bias and ALiBi, then the masks), so the exponents take log2(e) alone; dS
+// is then multiplied by soft-capping's derivative, and dK and dQ are scaled
+// once at the end as without modifiers (d(scale q.k)/dq = scale k).
+#if FLASHCL_SCORE_MODS || FLASHCL_BIAS
 #define SCORE_SCALE2(scale) M_LOG2E_F
 #else
 #define SCORE_SCALE2(scale) ((scale) * M_LOG2E_F)
@@ -85,6 +90,20 @@ inline float lse_log2(__global const float *lse, ulong index, bool valid) {
     const float x = valid ? lse[index] : -INFINITY;
     return x == -INFINITY ? INFINITY : x * M_LOG2E_F;
 }
+
+#if FLASHCL_BIAS
+// The bias is added to the scaled scores after soft-capping, beside ALiBi,
+// before the masks (the forward's order). A -inf bias hides its pair as a
+// mask does: P is set to exactly 0 (even where q.k overflowed), so its dS
+// and dBias are 0 and a row it hides whole has zero gradients.
+#define BIAS_HIDE(p, bias4)                                                                                  \
+    do {                                                                                                     \
+        if ((bias4).x == -INFINITY) (p).x = 0.0f;                                                            \
+        if ((bias4).y == -INFINITY) (p).y = 0.0f;                                                            \
+        if ((bias4).z == -INFINITY) (p).z = 0.0f;                                                            \
+        if ((bias4).w == -INFINITY) (p).w = 0.0f;                                                            \
+    } while (0)
+#endif
 
 // Stores one warp's 16 x HEAD_DIM accumulators times `factor` (rows past
 // `rows` skipped).
@@ -116,7 +135,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global const float *delta, __global storage_t *dk, ulong dk_offset, ulong dk_stride_b, ulong dk_stride_h,
     ulong dk_stride_s, __global storage_t *dv, ulong dv_offset, ulong dv_stride_b, ulong dv_stride_h,
     ulong dv_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,
-    int causal FLASHCL_SCORE_MOD_PARAMS) {
+    int causal FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS) {
     // A block of Q rows and of dO rows, queries x dims, with their LSE (log2
     // units) and D.
     __local uint4 q_tile4[BLOCK_Q * ROW_WORDS / 4];
@@ -164,10 +183,27 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_ALIBI
         const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, hq);
 #endif
+#if FLASHCL_BIAS
+        const ulong bias_base = FLASHCL_BIAS_BASE(b, hq);
+#endif
         for (int q0 = q_start; q0 < seqlen_q; q0 += BLOCK_Q) {
             FETCH_TILE(q_tile4, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
             FETCH_TILE(do_tile4, dout, do_base, do_stride_s, q0, seqlen_q, BLOCK_Q);
             COPY_COMMIT();
+#if FLASHCL_BIAS
+            // The block's bias in P^T's layout (queries q0 + n * 8 + 2t and
+            // + 1 of keys key_top: x, y; key_bottom: z, w), loaded before the
+            // products so that its latency hides behind them, as in the forward.
+            float4 bias_pre[Q_TILES];
+            UNROLL_ALWAYS
+            for (int n = 0; n < Q_TILES; ++n) {
+                const int query = q0 + n * 8 + 2 * t;
+                bias_pre[n] = (float4)(FLASHCL_BIAS_VALUE(bias_base, query, key_top),
+                                       FLASHCL_BIAS_VALUE(bias_base, query + 1, key_top),
+                                       FLASHCL_BIAS_VALUE(bias_base, query, key_bottom),
+                                       FLASHCL_BIAS_VALUE(bias_base, query + 1, key_bottom));
+            }
+#endif
             for (int r = lid; r < BLOCK_Q; r += WG_SIZE) {
                 const bool valid = q0 + r < seqlen_q;
                 lse_tile[r] = lse_log2(lse, lse_base + (ulong)(q0 + r) * lse_stride_s, valid);
@@ -220,6 +256,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                         st[n].z = FLASHCL_SCORE_MOD(st[n].z * scale, g2, alibi_slope, pos, key_bottom);
                         st[n].w = FLASHCL_SCORE_MOD(st[n].w * scale, g3, alibi_slope, pos + 1, key_bottom);
                     }
+#elif FLASHCL_BIAS
+                    st[n] *= scale;
+#endif
+#if FLASHCL_BIAS
+                    st[n] += bias_pre[n];
 #endif
                     float4 p = (float4)(EXP2(fma(st[n].x, scale2, -l0)), EXP2(fma(st[n].y, scale2, -l1)),
                                         EXP2(fma(st[n].z, scale2, -l0)), EXP2(fma(st[n].w, scale2, -l1)));
@@ -231,6 +272,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                         if (bottom_out || (causal && key_bottom > query + diagonal)) p.z = 0.0f;
                         if (bottom_out || (causal && key_bottom > query + 1 + diagonal)) p.w = 0.0f;
                     }
+#if FLASHCL_BIAS
+                    BIAS_HIDE(p, bias_pre[n]);
+#endif
 #if FLASHCL_SOFTCAP
                     const float4 ds = p * (dpt[n] - (float4)(d0, d1, d0, d1)) * (float4)(g0, g1, g2, g3);
 #else
@@ -272,6 +316,22 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #define KEY_TILES (BLOCK_K / 8)     // 8-key accumulator tiles of S and dS
 #define KEY_STEPS (BLOCK_K / MMA_K) // k-steps of dS K
 
+#if FLASHCL_BIAS
+// One lane's four dBias elements of a tile in S's layout (rows row_top: x, y;
+// row_bottom: z, w; keys col and col + 1), pairs past the ends not written; a
+// hidden pair's -0 as +0 (cl/common.cl), as the portable kernel writes it.
+#define STORE_DBIAS(ds4, col)                                                                                \
+    do {                                                                                                     \
+        const int col_ = (col);                                                                              \
+        const ulong top_ = dbias_base + (ulong)row_top * dbias_stride_s + (ulong)col_;                       \
+        const ulong bottom_ = dbias_base + (ulong)row_bottom * dbias_stride_s + (ulong)col_;                 \
+        if (row_top < seqlen_q && col_ < seqlen_k) dbias[top_] = FLASHCL_DBIAS_PLUS_ZERO((ds4).x);           \
+        if (row_top < seqlen_q && col_ + 1 < seqlen_k) dbias[top_ + 1] = FLASHCL_DBIAS_PLUS_ZERO((ds4).y);   \
+        if (row_bottom < seqlen_q && col_ < seqlen_k) dbias[bottom_] = FLASHCL_DBIAS_PLUS_ZERO((ds4).z);     \
+        if (row_bottom < seqlen_q && col_ + 1 < seqlen_k) dbias[bottom_ + 1] = FLASHCL_DBIAS_PLUS_ZERO((ds4).w); \
+    } while (0)
+#endif
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_mma_dq(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
@@ -280,7 +340,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     __global const float *delta, __global storage_t *dq, ulong dq_offset, ulong dq_stride_b, ulong dq_stride_h,
     ulong dq_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,
-    int causal FLASHCL_SCORE_MOD_PARAMS) {
+    int causal FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS FLASHCL_DBIAS_PARAMS) {
     __local uint4 k_tile4[BLOCK_K * ROW_WORDS / 4];
     __local uint4 v_tile4[BLOCK_K * ROW_WORDS / 4];
     __local const uint *k_tile = (__local const uint *)k_tile4;
@@ -320,6 +380,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_ALIBI
     const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
 #endif
+#if FLASHCL_BIAS
+    const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
+    const ulong dbias_base = dbias_offset + (ulong)b * dbias_stride_b + (ulong)h * dbias_stride_h;
+#endif
 
     const int diagonal = seqlen_k - seqlen_q;
     int key_end = seqlen_k;
@@ -329,6 +393,20 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         FETCH_TILE(k_tile4, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
         FETCH_TILE(v_tile4, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
         COPY_COMMIT();
+#if FLASHCL_BIAS
+        // The block's bias in S's layout (rows row_top: x, y; row_bottom: z,
+        // w; keys k0 + n * 8 + 2t and + 1), loaded before the products so
+        // that its latency hides behind them, as in the forward.
+        float4 bias_pre[KEY_TILES];
+        UNROLL_ALWAYS
+        for (int n = 0; n < KEY_TILES; ++n) {
+            const int col = k0 + n * 8 + 2 * t;
+            bias_pre[n] = (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, col),
+                                   FLASHCL_BIAS_VALUE(bias_base, row_top, col + 1),
+                                   FLASHCL_BIAS_VALUE(bias_base, row_bottom, col),
+                                   FLASHCL_BIAS_VALUE(bias_base, row_bottom, col + 1));
+        }
+#endif
         COPY_WAIT(0);
         barrier(CLK_LOCAL_MEM_FENCE);
 #if MMA_WARPS_MAY_SKIP
@@ -371,6 +449,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                     s[n].z = FLASHCL_SCORE_MOD(s[n].z * scale, g2, alibi_slope, row_bottom + diagonal, col);
                     s[n].w = FLASHCL_SCORE_MOD(s[n].w * scale, g3, alibi_slope, row_bottom + diagonal, col + 1);
                 }
+#elif FLASHCL_BIAS
+                s[n] *= scale;
+#endif
+#if FLASHCL_BIAS
+                s[n] += bias_pre[n];
 #endif
                 float4 p = (float4)(EXP2(fma(s[n].x, scale2, -lse_top)), EXP2(fma(s[n].y, scale2, -lse_top)),
                                     EXP2(fma(s[n].z, scale2, -lse_bottom)), EXP2(fma(s[n].w, scale2, -lse_bottom)));
@@ -382,7 +465,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                     if (left_out || (causal && col > row_bottom + diagonal)) p.z = 0.0f;
                     if (right_out || (causal && col + 1 > row_bottom + diagonal)) p.w = 0.0f;
                 }
+#if FLASHCL_BIAS
+                BIAS_HIDE(p, bias_pre[n]);
+                // dS before soft-capping's derivative is dBias (cl/backward.cl's DQ_DS).
+                const float4 ds_score = p * (dp[n] - (float4)(delta_top, delta_top, delta_bottom, delta_bottom));
+                if (write_dbias) STORE_DBIAS(ds_score, k0 + n * 8 + 2 * t);
 #if FLASHCL_SOFTCAP
+                const float4 ds = ds_score * (float4)(g0, g1, g2, g3);
+#else
+                const float4 ds = ds_score;
+#endif
+#elif FLASHCL_SOFTCAP
                 const float4 ds = p * (dp[n] - (float4)(delta_top, delta_top, delta_bottom, delta_bottom)) *
                                   (float4)(g0, g1, g2, g3);
 #else
@@ -404,8 +497,27 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 }
             }
         }
+#if FLASHCL_BIAS && MMA_WARPS_MAY_SKIP
+        else if (write_dbias) {
+            // A warp that skips the block (its rows see none of its keys) still owns their dBias: 0.
+            UNROLL_ALWAYS
+            for (int n = 0; n < KEY_TILES; ++n) STORE_DBIAS((float4)(0.0f), k0 + n * 8 + 2 * t);
+        }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE); // every warp is done with the blocks
     }
+
+#if FLASHCL_BIAS
+    // dBias of the keys the loop never reached (past the causal diagonal of
+    // every row of the work-group; all of them for rows that see no key) is
+    // 0: written here, so every element is written once, with no fill.
+    if (write_dbias) {
+        const int reached = min(seqlen_k, (key_end + BLOCK_K - 1) / BLOCK_K * BLOCK_K);
+        for (int r = q0; r < min(q0 + OWN_ROWS, seqlen_q) && reached < seqlen_k; ++r)
+            for (int key = reached + lid; key < seqlen_k; key += WG_SIZE)
+                dbias[dbias_base + (ulong)r * dbias_stride_s + (ulong)key] = 0.0f;
+    }
+#endif
 
     const ulong dq_base = dq_offset + (ulong)b * dq_stride_b + (ulong)h * dq_stride_h;
     STORE_ROWS(dq, dq_base, dq_stride_s, dq_acc, row_top, seqlen_q, scale);

@@ -167,11 +167,22 @@ typedef storage_t bias_t;
 #define FLASHCL_BIAS_HIDES || bias_value == -INFINITY
 #define FLASHCL_BIAS_KEEPS && bias_value != -INFINITY
 #define FLASHCL_BIAS_TERM +bias_value
+// The dQ kernels' dBias output (cl/backward.cl, cl/backward_mma.cl; after their feature arguments): dS of pair
+// (row, key) of (b, h) goes to dbias[dbias_offset + b * dbias_stride_b + h * dbias_stride_h + row * dbias_stride_s
+// + key] when write_dbias (src/feature_bias.c: the caller's float dBias, or a full-size scratch).
+#define FLASHCL_DBIAS_PARAMS \
+    , __global float *dbias, ulong dbias_offset, ulong dbias_stride_b, ulong dbias_stride_h, ulong dbias_stride_s, \
+        int write_dbias
+// A hidden pair's dS is 0 * (dP - D), -0 where dP < D: dBias takes it as +0, the zero written for the pairs a
+// loop skips, so it has the same bits whichever tiles computed it. On the bits, not `x + 0.0f`: Mesa's compiler
+// folds that to x.
+#define FLASHCL_DBIAS_PLUS_ZERO(x) as_float(as_uint(x) == 0x80000000u ? 0u : as_uint(x))
 #else
 #define FLASHCL_BIAS_PARAMS
 #define FLASHCL_BIAS_HIDES
 #define FLASHCL_BIAS_KEEPS
 #define FLASHCL_BIAS_TERM
+#define FLASHCL_DBIAS_PARAMS
 #endif
 #define FLASHCL_FEATURE_PARAMS                                                                  \
     FLASHCL_WINDOW_PARAMS FLASHCL_BLOCK_MASK_PARAMS FLASHCL_DROPOUT_PARAMS FLASHCL_VARLEN_PARAMS \

@@ -502,9 +502,8 @@ typedef struct flashcl_attention_extras {
      * implementation's portable and decode kernels run them (forward,
      * backward, flashcl_forward_kv_cache_ex), with every other feature
      * (causal, GQA, window, block mask, dropout, packed batch, split-KV); the
-     * tensor-core forward and backward run them too (with causal and GQA;
-     * with a mask feature the portable kernels run, as for a bias's
-     * backward;
+     * tensor-core forward and backward run them too (with causal, GQA and
+     * the bias; with a mask feature the portable kernels run;
      * flashcl_call_stats.kernel says which ran); the standard
      * implementation refuses them (FLASHCL_ERROR_UNSUPPORTED). A call without
      * modifiers builds and runs exactly the kernels it did before.
@@ -558,9 +557,10 @@ typedef struct flashcl_attention_extras {
      * (FLASHCL_ERROR_ALIASING). The flash implementation's portable kernels
      * run it (forward, split-KV, backward) with causal, GQA, the window,
      * a block mask, dropout and the other score modifiers; the tensor-core
-     * forward runs it too (with causal, GQA and the score modifiers); a
-     * backward that would take the tensor-core kernels and a call that
-     * would take the decode kernel run the portable tiled kernels instead.
+     * forward and backward run it too (with causal, GQA and the score
+     * modifiers; the backward's dQ kernel writes dBias as the portable one
+     * does); a call that would take the decode kernel runs the tiled
+     * forward instead.
      * Refused (FLASHCL_ERROR_UNSUPPORTED): with a packed
      * batch (cu_seqlens), by flashcl_forward_kv_cache_ex and by the
      * standard implementation. bias.buffer NULL: no bias (the other bias

@@ -20,7 +20,7 @@ static int bias_on(const flashcl_features *f) { return f->bias; }
  * and the tensor-core kernels take it. Which kernel families take features is
  * the dispatcher's decision (today: the portable kernels take all of them, the
  * decode kernel the window and the score modifiers but not the bias, the
- * tensor-core kernels the score modifiers and the forward the bias too);
+ * tensor-core kernels the score modifiers and the bias);
  * the IO model (io_model.c) counts the window's band, and counts a block
  * mask and a packed batch as dense and padded (their contents live on the
  * device): an upper bound. */
@@ -33,9 +33,9 @@ static const flashcl_feature_def feature_table[] = {
      * the tiles or the key chunk: split-KV and the tensor-core kernels take them. */
     {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
     {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
-    /* The bias is read where each score is: split-KV and the tensor-core forward take it; its gradient (dBias)
-     * comes from the portable backward only. */
-    {"attention bias", bias_on, "FLASHCL_BIAS", 1, FLASHCL_TC_FORWARD},
+    /* The bias is read where each score is: split-KV and the tensor-core kernels take it; both backward families'
+     * dQ kernels write its gradient (dBias). */
+    {"attention bias", bias_on, "FLASHCL_BIAS", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
 };
 
 const flashcl_feature_def *flashcl_feature_defs(int *count) {

@@ -170,14 +170,15 @@ void flashcl_tile_mask_release(flashcl_tile_mask *t);
 void flashcl_arg_features(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_tile_mask *tiles,
                           cl_mem alibi_slopes);
 
-/* The score modifiers' arguments alone (FLASHCL_SCORE_MOD_PARAMS): all the tensor-core backward takes. */
+/* The score modifiers' arguments alone (FLASHCL_SCORE_MOD_PARAMS): the head of flashcl_arg_score_terms. */
 void flashcl_arg_score_mods(flashcl_kernel_args *a, const flashcl_features *f, cl_mem alibi_slopes);
 
 /* The score modifiers' and the bias's arguments (FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS): the tail of
- * flashcl_arg_features, and all the tensor-core forward takes. */
+ * flashcl_arg_features, and all the tensor-core kernels (forward, dK/dV, dQ) take. */
 void flashcl_arg_score_terms(flashcl_kernel_args *a, const flashcl_features *f, cl_mem alibi_slopes);
 
-/* The dQ kernel's dBias arguments (after its feature arguments, with a bias only): where dS goes and whether. */
+/* The dQ kernels' dBias arguments (FLASHCL_DBIAS_PARAMS, after the feature arguments of the portable dQ kernel
+ * and the score terms of the tensor-core one; with a bias only): where dS goes and whether. */
 void flashcl_arg_dbias(flashcl_kernel_args *a, const flashcl_features *f, const flashcl_dbias_target *t);
 
 /* floor(p * 2^32): an element is kept when its Philox word is at least this. */

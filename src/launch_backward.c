@@ -117,8 +117,9 @@ static cl_int set_arguments(const flashcl_exec_plan *plan, const flashcl_attenti
         if (plan->portable_args)
             flashcl_arg_features(&a, f, &tiles[k - FLASHCL_KERNEL_DKDV], slopes);
         else
-            flashcl_arg_score_mods(&a, f, slopes); /* all the tensor-core kernels take */
-        if (k == FLASHCL_KERNEL_DQ && plan->portable_args) flashcl_arg_dbias(&a, f, dbias);
+            flashcl_arg_score_terms(&a, f, slopes); /* the modifiers and the bias: all the tensor-core kernels take */
+        /* Both families' dQ kernels write dBias (FLASHCL_DBIAS_PARAMS, last). */
+        if (k == FLASHCL_KERNEL_DQ) flashcl_arg_dbias(&a, f, dbias);
         if (error == CL_SUCCESS) error = a.error;
     }
     return error;

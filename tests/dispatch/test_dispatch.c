@@ -339,7 +339,8 @@ START_TEST(features_as_data) {
         flashcl_settings s = defaults();
         for (int pass = 0; pass < 2; ++pass) {
             const flashcl_exec_plan plan = dispatch_ok(&caps, &s, (flashcl_pass)pass, &desc, &f, 8);
-            /* The tensor-core kernels take the score modifiers; every other feature runs the portable kernels. */
+            /* The tensor-core kernels take the score modifiers and the bias (the table's tensor_core bits); every
+             * other feature runs the portable kernels. */
             const int tensor_core =
                 (defs[i].tensor_core & (pass == FLASHCL_PASS_FORWARD ? FLASHCL_TC_FORWARD : FLASHCL_TC_BACKWARD)) != 0;
             ck_assert_int_eq(plan.kind, tensor_core ? FLASHCL_KERNEL_TENSOR_CORE : FLASHCL_KERNEL_PORTABLE);

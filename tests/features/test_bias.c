@@ -3,8 +3,9 @@
  * broadcast through strides) forward and backward with dBias; -inf rows, a whole -inf bias and biases of 1e4;
  * ALiBi against the explicit bias tensor it stands for; bias + soft-capping + ALiBi + causal + GQA at once (the
  * forward split along the keys); a window with dropout; a per-head block mask; half storage with a half and a
- * float32 bias; dBias bit for bit the same under three backward plans and on an out-of-order queue; what the
- * dispatcher builds; and bad input: a clear error and nothing written.
+ * float32 bias; the tensor-core forward and backward (emulated), dBias from the tensor-core dQ kernel included;
+ * dBias bit for bit the same under three backward plans and on an out-of-order queue; what the dispatcher builds;
+ * and bad input: a clear error and nothing written.
  *
  * Every distinct kernel build costs seconds, so the cases share builds: head dim 32, float data and no causal flag
  * wherever the case allows (one forward and one backward program serve the broadcast, -inf, ALiBi-equivalence and
@@ -31,9 +32,10 @@ static float *random_bias(const fh_case *c, int bb, int bh, uint64_t seed, float
     return x;
 }
 
-/* The reference's dBias of c (the case's mask as fh_check_ex builds it), double and float, (bb, bh, Sq, Sk). */
+/* The reference's dBias of c (the case's mask as fh_check_ex builds it), double and float (low NULL: not run),
+ * (bb, bh, Sq, Sk); grads (NULL: not kept) receives the double run's dQ, dK and dV one after the other. */
 static void reference_dbias(const fh_case *c, const fh_inputs *in, const flashcl_reference_extras *mods, double *gold,
-                            double *low) {
+                            double *low, double *grads) {
     flashcl_attention_desc plain = c->desc;
     plain.causal = 0;
     plain.sliding_window = 0;
@@ -47,10 +49,16 @@ static void reference_dbias(const fh_case *c, const fh_inputs *in, const flashcl
     ck_assert_int_eq(flashcl_reference_backward_ex(&plain, FLASHCL_REF_DOUBLE, &x, in->q, in->k, in->v, in->dout, dq,
                                                    dk, dv),
                      0);
+    if (grads) {
+        memcpy(grads, dq, in->q_count * sizeof *dq);
+        memcpy(grads + in->q_count, dk, in->kv_count * sizeof *dk);
+        memcpy(grads + in->q_count + in->kv_count, dv, in->kv_count * sizeof *dv);
+    }
     x.dbias = low;
-    ck_assert_int_eq(flashcl_reference_backward_ex(&plain, FLASHCL_REF_FLOAT, &x, in->q, in->k, in->v, in->dout, dq, dk,
-                                                   dv),
-                     0);
+    if (low)
+        ck_assert_int_eq(flashcl_reference_backward_ex(&plain, FLASHCL_REF_FLOAT, &x, in->q, in->k, in->v, in->dout, dq,
+                                                       dk, dv),
+                         0);
     free(mask), free(dq), free(dk), free(dv);
 }
 
@@ -87,7 +95,7 @@ static void run_bias(flashcl_context *ctx, const fh_case *c, const fh_inputs *in
         double *gold = malloc(n * sizeof *gold), *low = malloc(n * sizeof *low);
         ck_assert(got && gold && low);
         ts_tensor_read_output(flashcl_context_queue(ctx), &tdb, "dBias", got);
-        reference_dbias(c, in, &mods, gold, low);
+        reference_dbias(c, in, &mods, gold, low, NULL);
         if (bias_dtype != FLASHCL_DTYPE_F32)
             for (size_t i = 0; i < n; ++i) low[i] = ts_round_to_dtype((float)gold[i], bias_dtype);
         /* 16-bit inputs reach dS through more roundings than the float reference models: judged with
@@ -163,7 +171,7 @@ START_TEST(zero_stride_broadcast) {
     double *gold = malloc(full * sizeof *gold), *low = malloc(full * sizeof *low);
     ck_assert(got && gold && low);
     ts_tensor_read_output(flashcl_context_queue(ctx), &tdb, "dBias", got);
-    reference_dbias(&c, &in, &mods, gold, low);
+    reference_dbias(&c, &in, &mods, gold, low, NULL);
     const ts_rule rule = {5.0, 0.0, 1};
     ts_assert_rule(c.name, "dBias", got, gold, low, full, &rule);
     free(got), free(gold), free(low), free(mask), free(one), free(expanded);
@@ -434,6 +442,155 @@ START_TEST(tensor_core_forward) {
 }
 END_TEST
 
+/* ---- the tensor-core backward --------------------------------------------------------------- */
+
+/* docs/testing.md's rule for 16-bit storage in the backward: the whole tensor within `ulps` storage ulps of its
+ * largest |reference|, every element finite. */
+static void assert_storage_ulps(const char *label, const char *what, const float *got, const double *gold, size_t n,
+                                flashcl_dtype dtype, double ulps) {
+    const double ulp = dtype == FLASHCL_DTYPE_F16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
+    double error = 0.0, magnitude = 0.0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; ++i) {
+        ck_assert_msg(isfinite(got[i]), "%s: %s[%zu] is %g", label, what, i, (double)got[i]);
+        const double e = fabs((double)got[i] - gold[i]);
+        if (e > error) error = e, worst = i;
+        magnitude = fmax(magnitude, fabs(gold[i]));
+    }
+    ck_assert_msg(magnitude > 0.01, "%s: %s is degenerate", label, what);
+    ck_assert_msg(error <= ulps * ulp * magnitude, "%s: %s error %.3g at %zu (%.7g, reference %.7g) exceeds %g storage ulps of %.3g",
+                  label, what, error, worst, (double)got[worst], gold[worst], ulps, magnitude);
+    if (getenv("FLASHCL_TEST_VERBOSE"))
+        printf("%s: %s uses %.2f of %g storage ulps\n", label, what, error / (ulp * magnitude), ulps);
+}
+
+/* One forward and backward of c on ctx with the bias `values` (bb, bh, Sq, Sk) of bias_dtype placed as `place`
+ * says and its dBias of the same placement: the gradients into r, dBias (read back exactly: every element written,
+ * nothing around it) into dbias. */
+static void biased_backward(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, flashcl_attention_extras ex,
+                            const float *values, int bb, int bh, flashcl_dtype bias_dtype, const ts_placement *place,
+                            fh_result *r, float *dbias) {
+    cl_context context = flashcl_context_cl_context(ctx);
+    const size_t sq = (size_t)c->desc.seqlen_q, sk = (size_t)c->desc.seqlen_k;
+    ts_tensor tb, tdb;
+    ts_tensor_create(&tb, context, place, (size_t)bb, (size_t)bh, sq, sk, bias_dtype, values);
+    ts_tensor_create(&tdb, context, place, (size_t)bb, (size_t)bh, sq, sk, bias_dtype, NULL);
+    ex.bias = tb.view;
+    ex.bias_batch = bb;
+    ex.bias_heads = bh;
+    ex.bias_dtype = bias_dtype;
+    ex.dbias = tdb.view;
+    fh_run_ex(ctx, c, in, 1, &ex, r);
+    ts_tensor_read_output(flashcl_context_queue(ctx), &tdb, "dBias", dbias);
+    ts_tensor_free(&tdb);
+    ts_tensor_free(&tb);
+}
+
+/* The tensor-core backward (emulated here, real on NVIDIA) with soft-capping, ALiBi and a bias at once on f16
+ * data, causal GQA with more queries than keys (rows 0-19 see no key): a float32 bias of full shape (its dBias
+ * written by the dQ kernel directly, at an offset with padded rows), a float32 (1, 1) one (dBias through the
+ * scratch and the reduction) and a half (1, 1) one; each with a row hidden whole by -inf and scattered -inf pairs.
+ * O and LSE under the forward's rule, dQ, dK, dV and dBias under the 16-bit backward rule against the double
+ * reference, dQ and dBias exactly 0 on empty rows and dBias on every hidden pair, and a second run bit for bit the
+ * same. Two emulated builds (the float32 bias's and the half one's): where sweeps run diagonally (rusticl) the
+ * first alone. */
+START_TEST(tensor_core_backward) {
+    fh_case c = fh_case_make("100x80 d32 f16 causal gqa 4/2 softcap 2 + alibi + bias, tensor-core backward", 2, 4, 2,
+                             100, 80, 32, 1);
+    c.desc.dtype = FLASHCL_DTYPE_F16;
+    const int sq = 100, sk = 80, hidden_row = 60, empty_rows = sq - sk; /* causal: row i sees keys j <= i - 20 */
+    fh_inputs in;
+    fh_inputs_make(&c, 72, &in);
+    for (size_t i = 0; i < in.q_count; ++i) in.q[i] *= 4.0f; /* scaled scores of a few units: the cap bends them */
+    fh_round_inputs(&in, FLASHCL_DTYPE_F16);
+    for (size_t i = 0; i < in.q_count; ++i) in.dout[i] = ts_round_to_dtype(in.dout[i], FLASHCL_DTYPE_F16);
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
+    static const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
+    flashcl_attention_extras ex = no_extras();
+    ex.softcap = 2.0f;
+    ex.alibi_slopes_host = slopes;
+    const ts_placement padded = {FLASHCL_LAYOUT_BHSD, 5, 3};
+    static const struct {
+        int bb, bh;
+        flashcl_dtype dtype;
+    } variants[3] = {{2, 4, FLASHCL_DTYPE_F32}, {1, 1, FLASHCL_DTYPE_F32}, {1, 1, FLASHCL_DTYPE_F16}};
+    const size_t grads_n = in.q_count + 2 * in.kv_count;
+    for (int v = 0; v < 3; ++v) {
+        const int bb = variants[v].bb, bh = variants[v].bh;
+        const flashcl_dtype bias_dtype = variants[v].dtype;
+        if (!ts_sweep_takes_variant(0, bias_dtype == FLASHCL_DTYPE_F32 ? 0 : 1, 2)) continue;
+        const size_t n = (size_t)bb * (size_t)bh * plane(&c);
+        char label[160];
+        snprintf(label, sizeof label, "%s, %s bias (%d, %d)", c.name,
+                 bias_dtype == FLASHCL_DTYPE_F32 ? "float32" : "half", bb, bh);
+        float *bias = random_bias(&c, bb, bh, 1000 + (uint64_t)v, -2.0f, 2.0f, bias_dtype);
+        for (size_t i = 3; i < n; i += 13) bias[i] = -INFINITY;
+        /* A row hidden whole (in the last (b, h) plane of the bias): it sees keys 0-40 otherwise. */
+        for (int j = 0; j < sk; ++j) bias[n - plane(&c) + (size_t)hidden_row * sk + (size_t)j] = -INFINITY;
+
+        fh_result r, again;
+        float *dbias = malloc(n * sizeof *dbias), *dbias_again = malloc(n * sizeof *dbias_again);
+        double *gold = malloc(n * sizeof *gold), *grads = malloc(grads_n * sizeof *grads);
+        ck_assert(dbias && dbias_again && gold && grads);
+        const ts_placement *place = v == 0 ? &padded : &contiguous;
+        biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, place, &r, dbias);
+        flashcl_call_stats s;
+        ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
+        ck_assert_int_eq(s.pass, FLASHCL_PASS_BACKWARD);
+        ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+        ck_assert_str_eq(s.backend, "emulated");
+        ck_assert_ptr_nonnull(strstr(s.build_options, bias_dtype == FLASHCL_DTYPE_F32
+                                                          ? "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1 "
+                                                            "-DFLASHCL_BIAS_F32=1"
+                                                          : "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1"));
+
+        const flashcl_reference_extras mods = {
+            .softcap = 2.0, .alibi_slopes = slopes, .bias = bias, .bias_batch = bb, .bias_heads = bh};
+        uint8_t *mask = fh_dense_mask(&c);
+        fh_check_ex(&c, &in, &r, 0, mask, NULL, &mods); /* O and LSE */
+        reference_dbias(&c, &in, &mods, gold, NULL, grads);
+        assert_storage_ulps(label, "dQ", r.dq, grads, in.q_count, FLASHCL_DTYPE_F16, 4.0);
+        assert_storage_ulps(label, "dK", r.dk, grads + in.q_count, in.kv_count, FLASHCL_DTYPE_F16, 4.0);
+        assert_storage_ulps(label, "dV", r.dv, grads + in.q_count + in.kv_count, in.kv_count, FLASHCL_DTYPE_F16, 4.0);
+        assert_storage_ulps(label, "dBias", dbias, gold, n, FLASHCL_DTYPE_F16, 4.0);
+
+        /* Exact zeros: dQ of the rows that see no key (causal, or the -inf row in every (b, h) the bias plane
+         * serves), dBias of every pair no query sees (+0, as the portable kernel writes it). */
+        for (size_t bhq = 0; bhq < (size_t)c.desc.batch * 4; ++bhq)
+            for (int i = 0; i < sq; ++i) {
+                const int hidden = i < empty_rows || (i == hidden_row && (bb * bh == 1 || bhq == 7));
+                for (int t = 0; hidden && t < 32; ++t)
+                    ck_assert_msg(r.dq[(bhq * (size_t)sq + (size_t)i) * 32 + (size_t)t] == 0.0f,
+                                  "%s: dQ[%zu][%d][%d] of an empty row is %g", label, bhq, i, t,
+                                  (double)r.dq[(bhq * (size_t)sq + (size_t)i) * 32 + (size_t)t]);
+            }
+        for (size_t e = 0; e < n; ++e) {
+            const int i = (int)(e / (size_t)sk % (size_t)sq), j = (int)(e % (size_t)sk);
+            if (bias[e] == -INFINITY || j > i - empty_rows)
+                ck_assert_msg(dbias[e] == 0.0f && !signbit(dbias[e]), "%s: dBias[%zu] of a hidden pair is %g", label,
+                              e, (double)dbias[e]);
+        }
+        free(mask);
+
+        /* Deterministic: the same call again gives the same bits. */
+        biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, place, &again, dbias_again);
+        ck_assert_msg(memcmp(dbias, dbias_again, n * sizeof *dbias) == 0, "%s: dBias differs between two runs", label);
+        ck_assert_msg(memcmp(r.dq, again.dq, in.q_count * sizeof(float)) == 0, "%s: dQ differs between two runs",
+                      label);
+        ck_assert_msg(memcmp(r.dk, again.dk, in.kv_count * sizeof(float)) == 0, "%s: dK differs between two runs",
+                      label);
+        ck_assert_msg(memcmp(r.dv, again.dv, in.kv_count * sizeof(float)) == 0, "%s: dV differs between two runs",
+                      label);
+        fh_result_free(&r);
+        fh_result_free(&again);
+        free(dbias), free(dbias_again), free(gold), free(grads), free(bias);
+    }
+    fh_inputs_free(&in);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* ---- determinism across plans ------------------------------------------------------------- */
 
 /* dBias (bb, bh, Sq, Sk) and dQ, dK, dV of one backward on ctx with the bias `values`, read back as floats; dBias
@@ -480,7 +637,7 @@ START_TEST(plans_agree) {
         flashcl_context *ctx = fh_portable_context();
         backward_bits(ctx, &c, &in, values, bb, bh, first, &base);
         const flashcl_reference_extras mods = {.bias = values, .bias_batch = bb, .bias_heads = bh};
-        reference_dbias(&c, &in, &mods, gold, low);
+        reference_dbias(&c, &in, &mods, gold, low, NULL);
         const ts_rule rule = {5.0, 0.0, 1};
         ts_assert_rule(c.name, "dBias", first, gold, low, n, &rule);
         for (int p = -1; p < 2; ++p) {
@@ -598,9 +755,9 @@ END_TEST
 /* ---- what the dispatcher builds ----------------------------------------------------------- */
 
 /* A call without a bias builds what it did before (no extras, and an older caller's version-2 extras whose bytes
- * past its size are garbage); a bias adds its defines, the tensor-core forward takes it, the tensor-core backward
- * and the decode kernel hand it to the portable kernels; a broadcast dBias counts its scratch. Nothing here runs
- * a kernel. */
+ * past its size are garbage), on the tensor-core kernels and the portable ones; a bias adds its defines and the
+ * tensor-core forward and backward take it, the decode kernel hands it to the tiled forward; a broadcast dBias
+ * counts its scratch. Nothing here runs a kernel. */
 START_TEST(dispatch_options) {
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
@@ -623,13 +780,11 @@ START_TEST(dispatch_options) {
         const flashcl_call_stats portable = fh_explain(ctx, (flashcl_pass)pass, &d, NULL);
         ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
         const flashcl_call_stats with_bias = fh_explain(ctx, (flashcl_pass)pass, &d, &biased);
-        const int forward = pass == FLASHCL_PASS_FORWARD;
-        ck_assert_int_eq(with_bias.kernel, forward ? FLASHCL_KERNEL_TENSOR_CORE_EMULATED : FLASHCL_KERNEL_PORTABLE);
+        ck_assert_int_eq(with_bias.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
         char expected[FLASHCL_BUILD_OPTIONS_CAPACITY + 64];
-        snprintf(expected, sizeof expected, "%s -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1",
-                 forward ? dense.build_options : portable.build_options);
+        snprintf(expected, sizeof expected, "%s -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1", dense.build_options);
         ck_assert_str_eq(with_bias.build_options, expected);
-        ck_assert(strstr(portable.build_options, "BIAS") == NULL);
+        ck_assert(strstr(dense.build_options, "BIAS") == NULL && strstr(portable.build_options, "BIAS") == NULL);
         if (pass == FLASHCL_PASS_BACKWARD) {
             /* A (1, Hq) bias's dBias: a (B, Hq, Sq, Sk) float scratch beyond what the call needs without it. */
             flashcl_attention_extras with_dbias = biased;
@@ -818,6 +973,7 @@ static Suite *bias_suite(void) {
     tcase_add_test(tc, block_mask);
     tcase_add_test(tc, half_storage);
     tcase_add_test(tc, tensor_core_forward);
+    tcase_add_test(tc, tensor_core_backward);
     tcase_add_test(tc, plans_agree);
     tcase_add_test(tc, out_of_order_queue);
     suite_add_tcase(s, tc);
