@@ -54,7 +54,7 @@ static void add_options(flashcl_exec_plan *plan, const char *format, ...) {
 
 /* The tensor-core backend a call may use, or NULL: the context's mode and
  * implementation, a forced plan (it names portable tiles: the caller asked
- * for that kernel), features (they take the score modifiers alone), fp32 without 3xTF32 (slightly short of float's
+ * for that kernel), features (they take the score modifiers and the bias, no mask), fp32 without 3xTF32 (slightly short of float's
  * precision: only on request), head_dim, the views' alignment, tiles that
  * fit and the backend's own limits. */
 static const flashcl_mma_backend *tensor_core_backend(const flashcl_device_caps *caps, const flashcl_settings *s,
@@ -62,8 +62,8 @@ static const flashcl_mma_backend *tensor_core_backend(const flashcl_device_caps 
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_mma_backend *b = flashcl_mma_backend_select(caps, s->tensor_cores);
     if (!b || s->impl != FLASHCL_IMPL_FLASH || s->forced_plan_set) return NULL;
-    /* They take the score modifiers and the forward the bias (applied to each score where it is computed), no
-     * mask feature. */
+    /* They take the score modifiers and the bias (applied to each score where it is computed; the backward's
+     * dQ kernel writes dBias), no mask feature. */
     if (!flashcl_features_tensor_core(p->features, p->pass)) return NULL;
     if (desc->dtype == FLASHCL_DTYPE_F32 && s->f32_precision != FLASHCL_F32_3XTF32) return NULL;
     if (!flashcl_mma_problem_supported(desc->head_dim)) return NULL;

@@ -83,9 +83,13 @@ static cl_mem zero_bias(flashcl_context *ctx, const bench_options *o, const flas
     cl_int err = CL_SUCCESS;
     cl_mem buffer = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_ONLY, size, NULL, &err);
     if (err != CL_SUCCESS) return NULL;
-    const cl_uchar zero = 0;
+    /* A 16-byte pattern where the size allows: NVIDIA's driver (580) did not finish a fill of a 2.1 GB buffer
+     * with a 1-byte pattern in a minute (the d64 (B, H, N, N) bias at N = 2048). */
+    const cl_uint zeros[4] = {0u, 0u, 0u, 0u};
+    const size_t pattern = size % sizeof zeros == 0 ? sizeof zeros : 1;
     cl_command_queue queue = flashcl_context_queue(ctx);
-    if (clEnqueueFillBuffer(queue, buffer, &zero, 1, 0, size, 0, NULL, NULL) != CL_SUCCESS || clFinish(queue) != CL_SUCCESS) {
+    if (clEnqueueFillBuffer(queue, buffer, zeros, pattern, 0, size, 0, NULL, NULL) != CL_SUCCESS ||
+        clFinish(queue) != CL_SUCCESS) {
         clReleaseMemObject(buffer);
         return NULL;
     }
