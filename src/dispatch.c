@@ -308,9 +308,12 @@ static flashcl_status choose_splits(const flashcl_device_caps *caps, const flash
     plan->kernel_count = 2;
     plan->kernel_names[FLASHCL_KERNEL_COMBINE] = "flashcl_split_combine";
     plan->kernel_programs[FLASHCL_KERNEL_COMBINE] = "split_combine.cl";
-    /* The combine: a work-group per row, 64 work-items (a power of two for
-     * its reductions, halved to the device's limit). */
+    /* The combine: a work-group per row, a work-item per dim up to 128 (a
+     * power of two for its reductions, at least 64, halved to the device's
+     * limit): its loads wait out the memory latency once per batch of
+     * splits, so fewer dims per work-item mean fewer waits. */
     size_t local = 64;
+    while (local < (size_t)desc->head_dim && local < 128) local *= 2;
     while (local > caps->limits.max_work_group_size) local /= 2;
     snprintf(plan->aux_options, sizeof plan->aux_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DCOMBINE_THREADS=%zu",
              (int)desc->dtype, desc->head_dim, local);

@@ -449,8 +449,9 @@ START_TEST(decode_decisions) {
     ck_assert_int_eq(plan.kv_splits, 64);
     ck_assert_int_eq(plan.split_keys, 2048);
     ck_assert_uint_eq(plan.global[0][2], 64);
-    ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_COMBINE][0], (size_t)32 * 64);
-    ck_assert_uint_eq(plan.local[FLASHCL_KERNEL_COMBINE][0], 64);
+    /* The combine: a work-group per row (32 heads), a work-item per dim. */
+    ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_COMBINE][0], (size_t)32 * 128);
+    ck_assert_uint_eq(plan.local[FLASHCL_KERNEL_COMBINE][0], 128);
     ck_assert_uint_le(plan.tiles.local_mem_bytes, caps.limits.local_mem_bytes);
     /* K and V once per KV head: far fewer bytes than the tiled kernel's model, which reads them per query head. */
     flashcl_settings off = s;
