@@ -157,6 +157,33 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
     const float slope_top = FLASHCL_ALIBI_SLOPE(b, head_top), slope_bottom = FLASHCL_ALIBI_SLOPE(b, head_bottom);
 #endif
 
+    // A step's loads: lane (g, t)'s K words of keys key0 + 8 j + g and V words of keys key0 + 2t (+1, +8, +9).
+    // A key outside the chunk loads nothing; its address is row 0's, whose page (a paged cache) every sequence
+    // has: key_begin may lie past the sequence's pages (a split beyond its length).
+#define LOAD_STEP(kraw, vraw, key0)                                                                               \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int j = 0; j < 2; ++j) {                                                                            \
+            const int key_ = (key0) + 8 * j + g;                                                                 \
+            const bool valid_ = key_ < key_end;                                                                  \
+            const ulong row_ = KV_ROW(k, valid_ ? key_ : 0);                                             \
+            UNROLL_ALWAYS                                                                                        \
+            for (int s_ = 0; s_ < K_CHUNKS; ++s_) kraw[j][s_] = load16(k, row_ + (ulong)(32 * s_ + 8 * t), valid_); \
+        }                                                                                                        \
+        UNROLL_ALWAYS                                                                                            \
+        for (int u = 0; u < 4; ++u) {                                                                            \
+            const int key_ = (key0) + 2 * t + (u & 1) + 8 * (u >> 1);                                            \
+            const bool valid_ = key_ < key_end;                                                                  \
+            const ulong row_ = KV_ROW(v, valid_ ? key_ : 0);                                             \
+            UNROLL_ALWAYS                                                                                        \
+            for (int c_ = 0; c_ < V_BLOCKS; ++c_) vraw[c_][u] = load16(v, row_ + (ulong)(64 * c_ + 8 * g), valid_); \
+        }                                                                                                        \
+    } while (0)
+    // Each step's math runs while the next step's loads are in flight; the first step's loads go out before Q is
+    // staged, so Q's latency hides behind them.
+    uint4 kraw[2][K_CHUNKS], vraw[V_BLOCKS][4];
+    LOAD_STEP(kraw, vraw, key_begin + warp * STEP_KEYS);
+
     // Q's A fragments in the dim order of the K loads (see the header), rows past the real ones as zeros, in
     // local memory as each lane reads them (one 16-byte read per k-step): every warp has the same rows, and the
     // registers they would take hold the next step's K and V instead.
@@ -185,29 +212,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
     for (int j = 0; j < V_BLOCKS * 8; ++j) acc[j] = (float4)(0.0f);
     float max_top = -INFINITY, max_bottom = -INFINITY, sum_top = 0.0f, sum_bottom = 0.0f;
 
-    // A step's loads: lane (g, t)'s K words of keys key0 + 8 j + g and V words of keys key0 + 2t (+1, +8, +9).
-#define LOAD_STEP(kraw, vraw, key0)                                                                               \
-    do {                                                                                                         \
-        UNROLL_ALWAYS                                                                                            \
-        for (int j = 0; j < 2; ++j) {                                                                            \
-            const int key_ = (key0) + 8 * j + g;                                                                 \
-            const bool valid_ = key_ < key_end;                                                                  \
-            const ulong row_ = KV_ROW(k, valid_ ? key_ : key_begin);                                             \
-            UNROLL_ALWAYS                                                                                        \
-            for (int s_ = 0; s_ < K_CHUNKS; ++s_) kraw[j][s_] = load16(k, row_ + (ulong)(32 * s_ + 8 * t), valid_); \
-        }                                                                                                        \
-        UNROLL_ALWAYS                                                                                            \
-        for (int u = 0; u < 4; ++u) {                                                                            \
-            const int key_ = (key0) + 2 * t + (u & 1) + 8 * (u >> 1);                                            \
-            const bool valid_ = key_ < key_end;                                                                  \
-            const ulong row_ = KV_ROW(v, valid_ ? key_ : key_begin);                                             \
-            UNROLL_ALWAYS                                                                                        \
-            for (int c_ = 0; c_ < V_BLOCKS; ++c_) vraw[c_][u] = load16(v, row_ + (ulong)(64 * c_ + 8 * g), valid_); \
-        }                                                                                                        \
-    } while (0)
-    // Each step's math runs while the next step's loads are in flight.
-    uint4 kraw[2][K_CHUNKS], vraw[V_BLOCKS][4];
-    LOAD_STEP(kraw, vraw, key_begin + warp * STEP_KEYS);
     for (int round0 = key_begin; round0 < key_end; round0 += ROUND_KEYS) { // uniform over the work-group
         const int key0 = round0 + warp * STEP_KEYS;
         uint4 knext[2][K_CHUNKS], vnext[V_BLOCKS][4];
