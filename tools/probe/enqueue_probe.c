@@ -54,6 +54,55 @@ int main(int argc, char **argv) {
     cl_command_queue queue = flashcl_context_queue(ctx);
     const int batch = 1, hq = 32, hkv = 8, sq = 1, d = 128;
     printf("B %d, Hq %d, Hkv %d, Sq %d, d %d, f16; microseconds, medians of %d calls\n", batch, hq, hkv, sq, d, CALLS);
+    /* The driver's own cost: one argument and one enqueue of an empty kernel; and flashcl's dispatch alone. */
+    {
+        const char *text = "__kernel void empty(__global int *x) { if (x[0] == 12345) x[1] = 0; }";
+        cl_int err;
+        cl_program program = clCreateProgramWithSource(context, 1, &text, NULL, &err);
+        cl_device_id device = flashcl_context_device(ctx);
+        clBuildProgram(program, 1, &device, "", NULL, NULL);
+        cl_kernel kernel = clCreateKernel(program, "empty", &err);
+        cl_mem x = zeros(context, queue, 64);
+        static double args[CALLS], enqueue[CALLS], explain[CALLS], info[CALLS];
+        const size_t global = 128, local = 128;
+        for (int i = 0; i < WARMUP + CALLS && err == CL_SUCCESS; ++i) {
+            clFinish(queue);
+            const double t0 = now_us();
+            for (int a = 0; a < 40; ++a) err |= clSetKernelArg(kernel, 0, sizeof x, &x);
+            const double t1 = now_us();
+            err |= clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, NULL);
+            const double t2 = now_us();
+            if (i >= WARMUP) args[i - WARMUP] = (t1 - t0) / 40, enqueue[i - WARMUP] = t2 - t1;
+        }
+        flashcl_attention_desc desc;
+        flashcl_attention_desc_init(&desc, batch, hq, sq, 32768, d);
+        desc.heads_kv = hkv;
+        desc.dtype = FLASHCL_DTYPE_F16;
+        for (int i = 0; i < WARMUP + CALLS; ++i) {
+            cl_context owner;
+            size_t size;
+            const double t0 = now_us();
+            for (int a = 0; a < 10; ++a) {
+                clGetMemObjectInfo(x, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+                clGetMemObjectInfo(x, CL_MEM_SIZE, sizeof size, &size, NULL);
+            }
+            if (i >= WARMUP) info[i - WARMUP] = (now_us() - t0) / 20;
+        }
+        flashcl_call_stats stats;
+        for (int i = 0; i < WARMUP + CALLS; ++i) {
+            const double t0 = now_us();
+            flashcl_explain_call(ctx, FLASHCL_PASS_FORWARD, &desc, NULL, &stats);
+            if (i >= WARMUP) explain[i - WARMUP] = now_us() - t0;
+        }
+        clFinish(queue);
+        printf("driver: clSetKernelArg %.2f us each, clGetMemObjectInfo %.2f us each, clEnqueueNDRangeKernel (empty "
+               "kernel) %.1f us%s; flashcl_explain_call (validation + dispatch, no enqueue) %.1f us\n",
+               median(args, CALLS), median(info, CALLS), median(enqueue, CALLS),
+               err == CL_SUCCESS ? "" : " (an OpenCL call failed)", median(explain, CALLS));
+        clReleaseMemObject(x);
+        clReleaseKernel(kernel);
+        clReleaseProgram(program);
+    }
     printf("%8s %-16s %6s %12s %12s %14s\n", "N", "program", "splits", "host (enq.)", "each+finish", "back to back");
     static const int defaults[] = {256, 4096, 32768};
     const int count = argc > 1 ? argc - 1 : 3;
