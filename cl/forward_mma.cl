@@ -30,6 +30,13 @@
 // K(j+1) is fetched while P V(j) is computed and V(j+1) while S(j+1) is.
 // Row maxima are kept in log2 units (scale * log2(e) folded into the
 // scale), so each probability is one fma and one exp2.
+// With an additive bias (FLASHCL_BIAS) and FLASHCL_BIAS_STAGED (the host
+// checked that the bias rows are 16-byte aligned), the block's bias tile
+// (BLOCK_Q x BLOCK_K) is copied to local memory with the V block, as
+// cp.async chunks, and each lane reads its pairs there: the per-pair global
+// loads it replaces waited out their latency in the softmax's critical path
+// (docs/perf.md). Keys from the last whole 16-byte chunk before seqlen_k on
+// are read from global memory, as without staging.
 
 #ifndef BLOCK_Q
 #define BLOCK_Q 64
@@ -50,6 +57,35 @@
 #define WG_SIZE (WARPS * 32)
 #define KEY_TILES (BLOCK_K / 8)      // 8-key accumulator tiles of S
 #define KEY_STEPS (BLOCK_K / MMA_K)  // k-steps of P V
+#ifndef FLASHCL_BIAS_STAGED
+#define FLASHCL_BIAS_STAGED 0
+#endif
+#if FLASHCL_BIAS_STAGED
+#if !FLASHCL_BIAS
+#error "FLASHCL_BIAS_STAGED needs FLASHCL_BIAS"
+#endif
+// The staged tile: BLOCK_Q rows of BLOCK_K bias elements, each row padded by
+// one 16-byte chunk, so that with 16-bit elements the row stride is 4 (mod
+// 32) words and the 32 lanes' pair reads (rows g, keys 2t) hit 32 banks.
+#if FLASHCL_BIAS_F32 || FLASHCL_DTYPE == 0
+#define BIAS_CHUNK 4 // elements per 16-byte chunk
+#else
+#define BIAS_CHUNK 8
+#endif
+#define BIAS_ROW (BLOCK_K + BIAS_CHUNK) // padded row, elements
+#define BIAS_ROW_CHUNKS (BLOCK_K / BIAS_CHUNK)
+// Elements col and col + 1 (col even) of a staged row.
+inline float2 bias_pair_local(__local const uint4 *row, int col) {
+#if FLASHCL_BIAS_F32 || FLASHCL_DTYPE == 0
+    return vload2(0, (__local const float *)row + col);
+#elif FLASHCL_DTYPE == 1
+    return vload_half2(col / 2, (__local const half *)row);
+#else
+    const uint w = ((__local const uint *)row)[col / 2];
+    return (float2)(as_float(w << 16), as_float(w & 0xffff0000u));
+#endif
+}
+#endif
 
 // A block's maximum raw score in the log2 units of the row maxima: -inf (no
 // visible key) stays -inf, and the -FLT_MAX floor of a row that sees keys
@@ -82,6 +118,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     __local uint4 v_tile4[BLOCK_K * ROW_WORDS / 4];
     __local const uint *k_tile = (__local const uint *)k_tile4;
     __local const uint *v_tile = (__local const uint *)v_tile4;
+#if FLASHCL_BIAS_STAGED
+    __local uint4 bias_tile4[BLOCK_Q * (BIAS_ROW_CHUNKS + 1)]; // with V's block: see the header
+#endif
 
     const int lid = (int)get_local_id(0);
     const int warp = lid / 32, lane = lid % 32;
@@ -159,16 +198,33 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     // The copies run in order K(0), V(0), then K(j+1) while P V(j) is
     // computed and V(j+1) while S(j+1) is: at every wait, the block needed
     // is the older of the two groups in flight.
+#if FLASHCL_BIAS_STAGED
+    // The bias of rows q0.. and keys key0.. as 16-byte chunks; a chunk past seqlen_q, or not wholly before
+    // seqlen_k, is zeros (its pairs are read from global memory where they exist: bias_staged_end).
+#define FETCH_BIAS(key0)                                                                                          \
+    for (int e = lid; e < BLOCK_Q * BIAS_ROW_CHUNKS; e += WG_SIZE) {                                              \
+        const int r_ = e / BIAS_ROW_CHUNKS, c_ = e - r_ * BIAS_ROW_CHUNKS;                                        \
+        const int col_ = (key0) + c_ * BIAS_CHUNK;                                                               \
+        const bool valid_ = q0 + r_ < seqlen_q && col_ + BIAS_CHUNK <= seqlen_k;                                 \
+        __global const uint4 *from_ = (__global const uint4 *)(bias + (valid_ ? bias_base +                       \
+            (ulong)(q0 + r_) * bias_stride_s + (ulong)col_ : 0));                                                \
+        COPY16_ASYNC(&bias_tile4[r_ * (BIAS_ROW_CHUNKS + 1) + c_], from_, valid_);                                \
+    }
+    const int bias_staged_end = seqlen_k - seqlen_k % BIAS_CHUNK;
+#else
+#define FETCH_BIAS(key0)
+#endif
     if (key_end > 0) {
         FETCH_BLOCK(k_tile4, k, k_base, k_stride_s, 0);
         COPY_COMMIT();
         FETCH_BLOCK(v_tile4, v, v_base, v_stride_s, 0);
+        FETCH_BIAS(0);
         COPY_COMMIT();
     }
     for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
         const bool has_next = k0 + BLOCK_K < key_end; // uniform
         COPY_WAIT(1); // K(j) has landed
-#if FLASHCL_BIAS
+#if FLASHCL_BIAS && !FLASHCL_BIAS_STAGED
         // This block's bias, loaded before the product so that its latency hides behind it.
         float4 bias_pre[M_TILES][KEY_TILES];
         UNROLL_ALWAYS
@@ -231,6 +287,18 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                                   || true // a -inf bias may hide any pair: every block is tested pair by pair
 #endif
             ;
+        // V(j) (with the bias tile, when staged) has landed; K(j+1) may be in flight.
+#define WAIT_V_BLOCK()                       \
+    do {                                     \
+        if (has_next)                        \
+            COPY_WAIT(1);                    \
+        else                                 \
+            COPY_WAIT(0);                    \
+        barrier(CLK_LOCAL_MEM_FENCE);        \
+    } while (0)
+#if FLASHCL_BIAS_STAGED
+        WAIT_V_BLOCK(); // the softmax reads the bias tile
+#endif
         uint pa[M_TILES][KEY_STEPS][4];
         if (warp_active) {
         UNROLL
@@ -262,7 +330,25 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #endif
 #if FLASHCL_BIAS
                 // After soft-capping, beside ALiBi, before the masks; pairs past the ends read nothing (0).
+#if FLASHCL_BIAS_STAGED
+                float4 bias4;
+                {
+                    const int bias_col = k0 + n * 8 + 2 * t;
+                    if (bias_col < bias_staged_end) {
+                        const float2 top = bias_pair_local(bias_tile4 + (row_top - q0) * (BIAS_ROW_CHUNKS + 1), n * 8 + 2 * t);
+                        const float2 bottom =
+                            bias_pair_local(bias_tile4 + (row_bottom - q0) * (BIAS_ROW_CHUNKS + 1), n * 8 + 2 * t);
+                        bias4 = (float4)(top, bottom);
+                    } else {
+                        bias4 = (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col),
+                                         FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col + 1),
+                                         FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col),
+                                         FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col + 1));
+                    }
+                }
+#else
                 const float4 bias4 = bias_pre[m][n];
+#endif
                 x += bias4;
 #define BIAS_HIDES(component) || bias4.component == -INFINITY
 #else
@@ -329,11 +415,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         }
         }
 
-        if (has_next)
-            COPY_WAIT(1); // V(j) has landed; K(j+1) may be in flight
-        else
-            COPY_WAIT(0);
-        barrier(CLK_LOCAL_MEM_FENCE);
+#if !FLASHCL_BIAS_STAGED
+        WAIT_V_BLOCK();
+#endif
+#undef WAIT_V_BLOCK
         // O += P V: each V fragment serves every row tile of the warp.
         if (warp_active) {
             UNROLL
@@ -356,9 +441,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         barrier(CLK_LOCAL_MEM_FENCE); // every warp is done with V(j)
         if (has_next) {
             FETCH_BLOCK(v_tile4, v, v_base, v_stride_s, k0 + BLOCK_K);
+            FETCH_BIAS(k0 + BLOCK_K);
             COPY_COMMIT();
         }
     }
+#undef FETCH_BIAS
 
     UNROLL
     for (int m = 0; m < M_TILES; ++m) {

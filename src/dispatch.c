@@ -57,6 +57,19 @@ static void add_options(flashcl_exec_plan *plan, const char *format, ...) {
  * for that kernel), features (they take the score modifiers and the bias, no mask), fp32 without 3xTF32 (slightly short of float's
  * precision: only on request), head_dim, the views' alignment, tiles that
  * fit and the backend's own limits. */
+/* Bytes of one bias element when the tensor-core forward stages the bias
+ * tile in local memory (cl/forward_mma.cl, FLASHCL_BIAS_STAGED): a forward
+ * with a bias whose rows start 16-byte aligned (offset and strides multiples
+ * of a 16-byte chunk's elements; broadcast strides are 0); else 0. */
+static size_t staged_bias_bytes(const flashcl_problem *p) {
+    const flashcl_features *f = p->features;
+    if (p->pass != FLASHCL_PASS_FORWARD || !f->bias) return 0;
+    const size_t element = f->bias_dtype == FLASHCL_DTYPE_F32 ? 4 : 2, chunk = 16 / element;
+    const flashcl_tensor *v = &f->bias_view;
+    if (v->offset % chunk || v->stride_batch % chunk || v->stride_head % chunk || v->stride_seq % chunk) return 0;
+    return element;
+}
+
 static const flashcl_mma_backend *tensor_core_backend(const flashcl_device_caps *caps, const flashcl_settings *s,
                                                       const flashcl_problem *p, flashcl_plan *tiles) {
     const flashcl_attention_desc *desc = p->desc;
@@ -68,7 +81,8 @@ static const flashcl_mma_backend *tensor_core_backend(const flashcl_device_caps 
     if (desc->dtype == FLASHCL_DTYPE_F32 && s->f32_precision != FLASHCL_F32_3XTF32) return NULL;
     if (!flashcl_mma_problem_supported(desc->head_dim)) return NULL;
     if (p->views_alignment % flashcl_mma_row_alignment(desc->dtype) != 0) return NULL;
-    if (!flashcl_mma_choose_tiles(caps, b, p->pass, desc->head_dim, desc->dtype, tiles)) return NULL;
+    if (!flashcl_mma_choose_tiles(caps, b, p->pass, desc->head_dim, desc->dtype, staged_bias_bytes(p), tiles))
+        return NULL;
     if (b->fits && !b->fits(caps, p->pass, desc, tiles)) return NULL;
     return b;
 }
@@ -130,6 +144,7 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
                         (int)desc->dtype, desc->head_dim, t->block_q, t->block_k,
                         t->block_q / (16 * t->threads_q), plan->backend->ptx);
             flashcl_features_options(p->features, plan->options, sizeof plan->options);
+            if (staged_bias_bytes(p)) add_options(plan, " -DFLASHCL_BIAS_STAGED=1");
         } else {
             plan->kernel_names[1] = "flashcl_backward_mma_dkdv";
             plan->kernel_names[2] = "flashcl_backward_mma_dq";

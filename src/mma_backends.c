@@ -86,13 +86,17 @@ static size_t scratch_words(const flashcl_mma_backend *b, flashcl_dtype dtype) {
 }
 
 /* Local memory of cl/forward_mma.cl: a K and a V block in rows of
- * head_dim / values_per_word + 4 words, and the backend's scratch. */
+ * head_dim / values_per_word + 4 words, the staged bias tile (block_q rows
+ * of block_k elements and one 16-byte chunk of padding) and the backend's
+ * scratch. */
 static size_t forward_local_bytes(const flashcl_mma_backend *b, int head_dim, flashcl_dtype dtype, int warps,
-                                  int block_k) {
+                                  int block_k, size_t bias_bytes) {
     size_t words = 2 * (size_t)block_k * (size_t)(head_dim / values_per_word(dtype) + 4);
     if (b->scratch_words_16bit)
         words += (size_t)warps * (scratch_words(b, dtype) + (size_t)b->forward_exchange_words);
-    return words * 4;
+    size_t bias_tile = 0;
+    if (bias_bytes) bias_tile = (size_t)warps * ROWS_PER_WARP * ((size_t)block_k * bias_bytes + 16);
+    return words * 4 + bias_tile;
 }
 
 /* Local memory of either tiled backward kernel: two blocks of `step` rows
@@ -113,14 +117,15 @@ static int target_warps(const flashcl_device_caps *caps, const flashcl_mma_backe
 }
 
 static int forward_tiles(const flashcl_device_caps *caps, const flashcl_mma_backend *b, int head_dim,
-                         flashcl_dtype dtype, flashcl_plan *plan) {
+                         flashcl_dtype dtype, size_t bias_bytes, flashcl_plan *plan) {
     const int lanes = b->subgroup_width;
 #ifdef FLASHCL_MMA_EXPERIMENT
     const char *forced = getenv("FLASHCL_MMA_TILES");
     int bq, bk, m;
     if (forced && sscanf(forced, "%d,%d,%d", &bq, &bk, &m) == 3) {
         const int w = bq / (ROWS_PER_WARP * m);
-        *plan = (flashcl_plan){bq, bk, w, lanes, (size_t)w * lanes, forward_local_bytes(b, head_dim, dtype, w, bk)};
+        *plan = (flashcl_plan){bq, bk, w, lanes, (size_t)w * lanes,
+                               forward_local_bytes(b, head_dim, dtype, w, bk, bias_bytes)};
         return 1;
     }
 #endif
@@ -133,13 +138,20 @@ static int forward_tiles(const flashcl_device_caps *caps, const flashcl_mma_back
      * (docs/perf.md); smaller local memories get narrower blocks. Float
      * (3xTF32) holds its Q fragments as floats and splits each operand in
      * registers: block_k x head_dim <= 2048 there (d64: 32, d128: 16) timed
-     * 7-10% faster than the widest blocks that fit, which spilled. */
+     * 7-10% faster than the widest blocks that fit, which spilled. Every
+     * local array of the kernel is static (sized by -D), so it may use the
+     * device's static local memory, past the reported size on NVIDIA
+     * (static_local.c): the dense tiles fit the reported 48 KiB anyway; a
+     * staged bias tile may not. */
+    const size_t capacity = caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes
+                                ? caps->limits.static_local_mem_bytes
+                                : caps->limits.local_mem_bytes;
     const int max_block_area = dtype == FLASHCL_DTYPE_F32 ? 2048 : 8192;
     static const int key_blocks[] = {128, 64, 32, 16};
     for (size_t i = 0; i < sizeof key_blocks / sizeof key_blocks[0]; ++i) {
         if (key_blocks[i] * head_dim > max_block_area && key_blocks[i] > 16) continue;
-        const size_t local = forward_local_bytes(b, head_dim, dtype, warps, key_blocks[i]);
-        if (local <= caps->limits.local_mem_bytes) {
+        const size_t local = forward_local_bytes(b, head_dim, dtype, warps, key_blocks[i], bias_bytes);
+        if (local <= capacity) {
             *plan = (flashcl_plan){warps * ROWS_PER_WARP, key_blocks[i], warps, lanes, (size_t)warps * lanes, local};
             return 1;
         }
@@ -184,7 +196,7 @@ static int backward_tiles(const flashcl_device_caps *caps, const flashcl_mma_bac
 }
 
 int flashcl_mma_choose_tiles(const flashcl_device_caps *caps, const flashcl_mma_backend *b, flashcl_pass pass,
-                             int head_dim, flashcl_dtype dtype, flashcl_plan *plan) {
-    return pass == FLASHCL_PASS_FORWARD ? forward_tiles(caps, b, head_dim, dtype, plan)
+                             int head_dim, flashcl_dtype dtype, size_t staged_bias_bytes, flashcl_plan *plan) {
+    return pass == FLASHCL_PASS_FORWARD ? forward_tiles(caps, b, head_dim, dtype, staged_bias_bytes, plan)
                                         : backward_tiles(caps, b, head_dim, dtype, plan);
 }

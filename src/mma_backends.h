@@ -38,11 +38,13 @@ const flashcl_mma_backend *flashcl_mma_backend_select(const flashcl_device_caps 
 int flashcl_mma_problem_supported(int head_dim);
 
 /* The tensor-core kernels' tiles for pass on caps' device with backend b:
- * 0 if none fits. The plan's threads_q is the warp count, threads_k the
+ * 0 if none fits. staged_bias_bytes: the bytes of one bias element the
+ * forward stages in local memory (cl/forward_mma.cl FLASHCL_BIAS_STAGED), 0
+ * for none. The plan's threads_q is the warp count, threads_k the
  * sub-group width; in the backward, block_q the rows streamed per step and
  * block_k the resident rows (16 per warp). */
 int flashcl_mma_choose_tiles(const flashcl_device_caps *caps, const flashcl_mma_backend *b, flashcl_pass pass,
-                             int head_dim, flashcl_dtype dtype, flashcl_plan *plan);
+                             int head_dim, flashcl_dtype dtype, size_t staged_bias_bytes, flashcl_plan *plan);
 
 /* Elements that every row start (offset and strides) must be a multiple of
  * for the kernels' 16-byte loads: 8 half values, 4 floats. */

@@ -398,9 +398,12 @@ END_TEST
 /* ---- the tensor-core forward ---------------------------------------------------------------- */
 
 /* The tensor-core forward (emulated here, real on NVIDIA) reads the bias where the matrix unit leaves each score:
- * f16 data, causal GQA with softcap and ALiBi, a float (1, Hq) bias with -inf pairs, a query row hidden whole and
- * +-1e4 values; and a (B, 1) f16 bias alone. Each is an emulated build of its own (slow on rusticl): where sweeps
- * run diagonally (rusticl) the first alone. */
+ * f16 data, causal GQA with softcap and ALiBi, a float (1, 1) bias with -inf pairs, a query row hidden whole and
+ * +-1e4 values, its rows 16-byte aligned (offset 8, rows padded to 80) so the tile is staged in local memory, the
+ * last key (77 is not a whole chunk) read from global memory; and a (B, 1) f16 bias alone in unaligned rows (77),
+ * read pair by pair. (A per-head bias's rows cannot all be aligned with this test's placements; the bias's base
+ * per (batch, head) is the unstaged path's.) Each is an emulated build of its own (slow on rusticl): where sweeps run diagonally (rusticl)
+ * the first alone. */
 START_TEST(tensor_core_forward) {
     fh_case c = fh_case_make("45x77 d64 f16 causal gqa 4/2 bias, tensor cores", 2, 4, 2, 45, 77, 64, 1);
     c.desc.dtype = FLASHCL_DTYPE_F16;
@@ -421,11 +424,17 @@ START_TEST(tensor_core_forward) {
             ex.alibi_slopes_host = slopes;
             mods.softcap = 5.0;
             mods.alibi_slopes = slopes;
-            bias = random_bias(&c, 1, 4, 700, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
-            for (int j = 0; j < sk; ++j) bias[(size_t)40 * sk + (size_t)j] = -INFINITY; /* head 0, row 40 */
-            for (size_t i = 3; i < 4 * plane(&c); i += 7) bias[i] = -INFINITY;
-            for (size_t i = 5; i < 4 * plane(&c); i += 97) bias[i] = (i / 97) % 2 ? 1e4f : -1e4f;
-            run_bias(ctx, &c, &in, 0, ex, mods, bias, 1, 4, FLASHCL_DTYPE_F32, &contiguous);
+            bias = random_bias(&c, 1, 1, 700, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
+            for (int j = 0; j < sk; ++j) bias[(size_t)40 * sk + (size_t)j] = -INFINITY; /* row 40 */
+            for (size_t i = 3; i < plane(&c); i += 7) bias[i] = -INFINITY;
+            for (size_t i = 5; i < plane(&c); i += 97) bias[i] = (i / 97) % 2 ? 1e4f : -1e4f;
+            /* The last key, read from global memory past the staged chunks, dominates the one row that sees it
+             * (row 44: its +-1e4 entries cleared, or one of them would dominate instead). */
+            for (int j = 0; j < sk; ++j)
+                if (fabsf(bias[(size_t)44 * sk + (size_t)j]) >= 1e4f) bias[(size_t)44 * sk + (size_t)j] = 0.0f;
+            bias[(size_t)44 * sk + (size_t)(sk - 1)] = 9.0f;
+            const ts_placement aligned = {FLASHCL_LAYOUT_BHSD, 8, 3};
+            run_bias(ctx, &c, &in, 0, ex, mods, bias, 1, 1, FLASHCL_DTYPE_F32, &aligned);
         } else {
             bias = random_bias(&c, 2, 1, 701, -3.0f, 3.0f, FLASHCL_DTYPE_F16);
             run_bias(ctx, &c, &in, 0, ex, mods, bias, 2, 1, FLASHCL_DTYPE_F16, &contiguous);
@@ -433,8 +442,10 @@ START_TEST(tensor_core_forward) {
         flashcl_call_stats s;
         ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
         ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
-        ck_assert_ptr_nonnull(strstr(s.build_options, variant == 0 ? "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1"
+        ck_assert_ptr_nonnull(strstr(s.build_options, variant == 0 ? "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 "
+                                                                     "-DFLASHCL_BIAS_STAGED=1"
                                                                    : "-DFLASHCL_BIAS=1"));
+        ck_assert((strstr(s.build_options, "STAGED") != NULL) == (variant == 0));
         free(bias);
     }
     fh_inputs_free(&in);
@@ -782,8 +793,22 @@ START_TEST(dispatch_options) {
         const flashcl_call_stats with_bias = fh_explain(ctx, (flashcl_pass)pass, &d, &biased);
         ck_assert_int_eq(with_bias.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
         char expected[FLASHCL_BUILD_OPTIONS_CAPACITY + 64];
+        /* The forward stages the bias tile in local memory (its rows start 16-byte aligned), which may take a
+         * narrower key block where local memory is small (rusticl's 32 KiB): the defines are the dense call's
+         * plus the bias's. */
+        const char *staged = " -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 -DFLASHCL_BIAS_STAGED=1";
+        if (pass == FLASHCL_PASS_FORWARD) {
+            const size_t n = strlen(with_bias.build_options), m = strlen(staged);
+            ck_assert_msg(n > m && strcmp(with_bias.build_options + n - m, staged) == 0, "%s", with_bias.build_options);
+        } else {
+            snprintf(expected, sizeof expected, "%s -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1", dense.build_options);
+            ck_assert_str_eq(with_bias.build_options, expected);
+        }
+        /* An offset of one float: read pair by pair from global memory, not staged: the dense tiles. */
+        flashcl_attention_extras shifted = biased;
+        shifted.bias.offset = 1;
         snprintf(expected, sizeof expected, "%s -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1", dense.build_options);
-        ck_assert_str_eq(with_bias.build_options, expected);
+        ck_assert_str_eq(fh_explain(ctx, (flashcl_pass)pass, &d, &shifted).build_options, expected);
         ck_assert(strstr(dense.build_options, "BIAS") == NULL && strstr(portable.build_options, "BIAS") == NULL);
         if (pass == FLASHCL_PASS_BACKWARD) {
             /* A (1, Hq) bias's dBias: a (B, Hq, Sq, Sk) float scratch beyond what the call needs without it. */

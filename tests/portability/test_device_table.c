@@ -121,7 +121,7 @@ static void check_choice(const real_device *d, const flashcl_device_caps *caps, 
     flashcl_plan mma;
     const int matrix = d->matrix_units && dtype != FLASHCL_DTYPE_F32 && head_dim % 16 == 0 && head_dim <= 128 &&
                        flashcl_mma_choose_tiles(caps, flashcl_mma_backend_select(caps, FLASHCL_TENSOR_CORES_AUTO),
-                                                pass, head_dim, dtype, &mma);
+                                                pass, head_dim, dtype, 0, &mma);
     if (matrix) {
         ck_assert_msg(plan->kind == FLASHCL_KERNEL_TENSOR_CORE, "%s %s d%d dtype %d: kind %d, matrix units expected",
                       d->name, what, head_dim, (int)dtype, (int)plan->kind);
