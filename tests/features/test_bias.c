@@ -5,8 +5,8 @@
  * forward split along the keys); a window with dropout; a per-head block mask; half storage with a half and a
  * float32 bias; the tensor-core forward and backward (emulated), dBias from the tensor-core dQ kernel included; both
  * decode kernels (cl/decode.cl, and cl/decode_mma.cl emulated) with full and broadcast biases, -inf and NaN,
- * soft-capping and ALiBi, split along the keys and not; dBias bit for bit the same under three backward plans and on an out-of-order queue; what the dispatcher builds;
- * and bad input: a clear error and nothing written.
+ * soft-capping and ALiBi, split along the keys and not; dBias bit for bit the same under three backward plans and
+ * on an out-of-order queue; what the dispatcher builds; and bad input: a clear error and nothing written.
  *
  * Every distinct kernel build costs seconds, so the cases share builds: head dim 32, float data and no causal flag
  * wherever the case allows (one forward and one backward program serve the broadcast, -inf, ALiBi-equivalence and
@@ -468,8 +468,9 @@ static void assert_ran_decode(flashcl_context *ctx, const char *label, const cha
 static void decode_cases(int mma) {
     const char *program = mma ? "decode_mma.cl" : "decode.cl";
     flashcl_context *ctx = ts_context();
-    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, mma ? FLASHCL_TENSOR_CORES_EMULATE : FLASHCL_TENSOR_CORES_OFF),
-                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(
+        flashcl_context_set_tensor_cores(ctx, mma ? FLASHCL_TENSOR_CORES_EMULATE : FLASHCL_TENSOR_CORES_OFF),
+        FLASHCL_SUCCESS);
     enum { SK = 300 };
     if (ts_sweep_takes_variant(mma + 1, 0, 2)) {
         fh_case c = fh_case_make(mma ? "4x300 d64 f16 causal gqa 8/2 bias + softcap + alibi, decode_mma.cl, 3 chunks"
