@@ -15,6 +15,9 @@
 //                   (cl/forward.cl's split-KV layout)
 //   FLASHCL_WINDOW  sliding-window mask (the only mask this kernel takes)
 //   FLASHCL_SOFTCAP, FLASHCL_ALIBI  the score modifiers (cl/common.cl), applied where the scores are scaled
+//   FLASHCL_BIAS (FLASHCL_BIAS_F32)  the additive bias (cl/common.cl), added after the score modifiers and
+//                   before the masks; each packed row reads the plane of its own (batch, query head) at its own
+//                   position, work-item t key k0 + t of every row (consecutive work-items, consecutive keys)
 //   FLASHCL_KV_CACHE  1: a KV cache (flashcl_forward_kv_cache): sequence b has cache_seqlens[b] + new_rows
 //                   keys (seqlen_k is ignored), its query rows being the last seqlen_q positions
 //   FLASHCL_KV_PAGED  1: the cache is paged: row j of sequence b is row j % page_size of page
@@ -88,7 +91,10 @@
 #error "DV_VEC must be 1, or 4 or 8 with KV_VEC 8"
 #endif
 #if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN
-#error "the decode kernel takes dense and windowed calls (and the score modifiers) only"
+#error "the decode kernel takes dense and windowed calls (and the score modifiers and the bias) only"
+#endif
+#if FLASHCL_BIAS && FLASHCL_KV_CACHE
+#error "the KV-cache call takes no bias: its sequences have key counts of their own (src/kv_cache.c)"
 #endif
 
 #define WG DECODE_THREADS
@@ -168,7 +174,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
-    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS DECODE_KV_PARAMS) {
+    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS DECODE_KV_PARAMS) {
     __local float4 q_tile4[ROWS * DIM_PAD / 4];
     // The step's maximum candidates, [row][key]; at the end the output groups' sums, then the rows' sums. A
     // plain float array read with vload4: Mesa llvmpipe lost rows past the first that were stored and read
@@ -231,6 +237,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
         row_slope[r] = FLASHCL_ALIBI_SLOPE(b, hk * group_size + (p - pos * group_size));
     }
 #endif
+#if FLASHCL_BIAS
+    // Each packed row's bias plane: its own batch element and query head (rows past the real ones are never read).
+    ulong bias_base[ROWS];
+    for (int r = 0; r < ROWS; ++r) {
+        const int p = p0 + min(r, rows - 1), pos = p / group_size;
+        bias_base[r] = FLASHCL_BIAS_BASE(b, hk * group_size + (p - pos * group_size));
+    }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
     // The P V work-item: dims dv * DV_VEC .. + DV_VEC of every row, keys hv, hv + PV_GROUPS, ... of each step.
@@ -245,6 +259,17 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     for (int k0 = key_begin; k0 < key_end; k0 += WG) {
         // Scores of key k0 + lid against every row.
         const int col = k0 + lid;
+#if FLASHCL_BIAS
+        // The bias of key col for every row, loaded before the product so that its latency hides behind the
+        // K loads and the multiply-adds; only for the pairs the masks leave visible (the rest is never read).
+        float bias_pre[ROWS];
+        for (int r = 0; r < ROWS; ++r) {
+            const int pos = (p0 + r) / group_size;
+            const bool shown = r < rows && col < key_end && (!causal || col <= pos + diagonal) &&
+                               FLASHCL_WINDOW_VISIBLE(pos, col);
+            bias_pre[r] = shown ? FLASHCL_BIAS_VALUE(bias_base[r], pos, col) : 0.0f;
+        }
+#endif
         float s[ROWS];
         for (int r = 0; r < ROWS; ++r) s[r] = 0.0f;
         if (col < key_end) {
@@ -288,18 +313,25 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
             }
 #endif
         }
-        // Scale, modify (soft-capping, ALiBi) and mask; the maximum's candidates (fmax drops NaN and a -inf
-        // score would hide a visible key: see the header).
+        // Scale, modify (soft-capping, ALiBi), add the bias and mask; the maximum's candidates (fmax drops NaN
+        // and a -inf score would hide a visible key: see the header).
         for (int r = 0; r < ROWS; ++r) {
             const int pos = (p0 + r) / group_size;
+#if FLASHCL_BIAS
+            // After soft-capping, beside ALiBi, before the masks (cl/forward.cl's order); a -inf bias hides its
+            // pair as a mask does, so a row whose every key it hides is empty.
+            const float bias_value = bias_pre[r];
+#endif
             const bool visible = r < rows && col < key_end && (!causal || col <= pos + diagonal) &&
-                                 FLASHCL_WINDOW_VISIBLE(pos, col);
+                                 FLASHCL_WINDOW_VISIBLE(pos, col) FLASHCL_BIAS_KEEPS;
 #if FLASHCL_SCORE_MODS
             float mod_grad;
-            s[r] = visible ? FLASHCL_SCORE_MOD(s[r] * scale, mod_grad, row_slope[r], pos + diagonal, col) : -INFINITY;
+            s[r] = visible ? FLASHCL_SCORE_MOD(s[r] * scale, mod_grad, row_slope[r], pos + diagonal, col)
+                                 FLASHCL_BIAS_TERM
+                           : -INFINITY;
             (void)mod_grad;
 #else
-            s[r] = visible ? s[r] * scale : -INFINITY;
+            s[r] = visible ? s[r] * scale FLASHCL_BIAS_TERM : -INFINITY;
 #endif
             cand[r * WG + lid] = visible ? fmax(s[r], -FLT_MAX) : -INFINITY;
         }

@@ -28,7 +28,10 @@
 // cl/split_combine.cl's natural units.
 //
 // Macros taken (host passes them with -D): HEAD_DIM (64 or 128), DECODE_WARPS, FLASHCL_SPLIT_KV,
-// FLASHCL_WINDOW, FLASHCL_SOFTCAP, FLASHCL_ALIBI, FLASHCL_KV_CACHE, FLASHCL_KV_PAGED as for cl/decode.cl.
+// FLASHCL_WINDOW, FLASHCL_SOFTCAP, FLASHCL_ALIBI, FLASHCL_BIAS (FLASHCL_BIAS_F32), FLASHCL_KV_CACHE,
+// FLASHCL_KV_PAGED as for cl/decode.cl. The bias: lane (g, t) reads keys 2t, 2t+1 of each 8-key tile for its rows
+// g and g + 8 (each row its own (batch, query head) plane at its own position), issued before the step's S
+// product so that their latency hides behind it (cl/forward_mma.cl's bias_pre).
 
 #ifndef DECODE_WARPS
 #define DECODE_WARPS 4
@@ -48,8 +51,11 @@
 #if HEAD_DIM % 64 != 0
 #error "decode_mma.cl needs HEAD_DIM a multiple of 64"
 #endif
-#if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN || FLASHCL_BIAS
-#error "the decode kernels take dense and windowed calls (and the score modifiers) only"
+#if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN
+#error "the decode kernels take dense and windowed calls (and the score modifiers and the bias) only"
+#endif
+#if FLASHCL_BIAS && FLASHCL_KV_CACHE
+#error "the KV-cache call takes no bias: its sequences have key counts of their own (src/kv_cache.c)"
 #endif
 
 #define WARPS DECODE_WARPS
@@ -103,7 +109,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
     int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
-    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS DECODE_KV_PARAMS) {
+    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS DECODE_KV_PARAMS) {
     // The merge of the warps: their maxima and sums per row, then the output rows summed warp by warp.
     __local float warp_max[WARPS * ROWS], warp_sum[WARPS * ROWS];
     __local float row_m[ROWS], row_l[ROWS];
@@ -156,6 +162,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
 #if FLASHCL_ALIBI
     const float slope_top = FLASHCL_ALIBI_SLOPE(b, head_top), slope_bottom = FLASHCL_ALIBI_SLOPE(b, head_bottom);
 #endif
+#if FLASHCL_BIAS
+    const ulong bias_top = FLASHCL_BIAS_BASE(b, head_top), bias_bottom = FLASHCL_BIAS_BASE(b, head_bottom);
+#endif
 
     // A step's loads: lane (g, t)'s K words of keys key0 + 8 j + g and V words of keys key0 + 2t (+1, +8, +9).
     // A key outside the chunk loads nothing; its address is row 0's, whose page (a paged cache) every sequence
@@ -202,8 +211,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-#if FLASHCL_SCORE_MODS
-    const float scale2 = M_LOG2E_F; // each score scaled and modified where it is computed
+#if FLASHCL_SCORE_MODS || FLASHCL_BIAS
+    const float scale2 = M_LOG2E_F; // each score scaled and modified (and biased) where it is computed
 #else
     const float scale2 = scale * M_LOG2E_F;
 #endif
@@ -220,6 +229,21 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
         if (key0 < key_end) { // something of this warp's step is in the chunk (warp-uniform)
 #endif
 
+#if FLASHCL_BIAS
+        // The step's bias, rows g and g + 8, keys 2t and 2t + 1 of each 8-key tile, loaded before the product so
+        // that its latency hides behind it; pairs past the chunk or of rows past the real ones read nothing.
+        float4 bias_pre[2];
+        UNROLL_ALWAYS
+        for (int j = 0; j < 2; ++j) {
+            const int col = key0 + 8 * j + 2 * t;
+            const bool in_left = col < key_end, in_right = col + 1 < key_end;
+            bias_pre[j] = (float4)(real_top && in_left ? FLASHCL_BIAS_VALUE(bias_top, pos_top, col) : 0.0f,
+                                   real_top && in_right ? FLASHCL_BIAS_VALUE(bias_top, pos_top, col + 1) : 0.0f,
+                                   real_bottom && in_left ? FLASHCL_BIAS_VALUE(bias_bottom, pos_bottom, col) : 0.0f,
+                                   real_bottom && in_right ? FLASHCL_BIAS_VALUE(bias_bottom, pos_bottom, col + 1)
+                                                           : 0.0f);
+        }
+#endif
         // S = Q K^T for the step's two 8-key tiles.
         float4 s[2] = {(float4)(0.0f), (float4)(0.0f)};
         UNROLL
@@ -247,16 +271,28 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
                 x.w = FLASHCL_SCORE_MOD(x.w * scale, mod_grad, slope_bottom, pos_bottom + diagonal, col + 1);
                 (void)mod_grad;
             }
+#elif FLASHCL_BIAS
+            x *= scale;
+#endif
+#if FLASHCL_BIAS
+            // After soft-capping, beside ALiBi, before the masks (cl/forward.cl's order); a -inf bias hides its
+            // pair as a mask does, so a row whose every key it hides is empty.
+            const float4 bias4 = bias_pre[j];
+            x += bias4;
+#define BIAS_KEEPS(component) && bias4.component != -INFINITY
+#else
+#define BIAS_KEEPS(component)
 #endif
             const bool in_left = col < key_end, in_right = col + 1 < key_end;
             const bool see_tl = real_top && in_left && (!causal || col <= pos_top + diagonal) &&
-                                FLASHCL_WINDOW_VISIBLE(pos_top, col);
+                                FLASHCL_WINDOW_VISIBLE(pos_top, col) BIAS_KEEPS(x);
             const bool see_tr = real_top && in_right && (!causal || col + 1 <= pos_top + diagonal) &&
-                                FLASHCL_WINDOW_VISIBLE(pos_top, col + 1);
+                                FLASHCL_WINDOW_VISIBLE(pos_top, col + 1) BIAS_KEEPS(y);
             const bool see_bl = real_bottom && in_left && (!causal || col <= pos_bottom + diagonal) &&
-                                FLASHCL_WINDOW_VISIBLE(pos_bottom, col);
+                                FLASHCL_WINDOW_VISIBLE(pos_bottom, col) BIAS_KEEPS(z);
             const bool see_br = real_bottom && in_right && (!causal || col + 1 <= pos_bottom + diagonal) &&
-                                FLASHCL_WINDOW_VISIBLE(pos_bottom, col + 1);
+                                FLASHCL_WINDOW_VISIBLE(pos_bottom, col + 1) BIAS_KEEPS(w);
+#undef BIAS_KEEPS
             if (!see_tl) x.x = -INFINITY;
             if (!see_tr) x.y = -INFINITY;
             if (!see_bl) x.z = -INFINITY;

@@ -19,8 +19,8 @@ static int bias_on(const flashcl_features *f) { return f->bias; }
  * define its kernels are built with, whether the portable forward's split-KV
  * and the tensor-core kernels take it. Which kernel families take features is
  * the dispatcher's decision (today: the portable kernels take all of them, the
- * decode kernel the window and the score modifiers but not the bias, the
- * tensor-core kernels the score modifiers and the bias);
+ * decode kernels the window, the score modifiers and the bias (forward only),
+ * the tensor-core kernels the score modifiers and the bias);
  * the IO model (io_model.c) counts the window's band, and counts a block
  * mask and a packed batch as dense and padded (their contents live on the
  * device): an upper bound. */
@@ -33,8 +33,8 @@ static const flashcl_feature_def feature_table[] = {
      * the tiles or the key chunk: split-KV and the tensor-core kernels take them. */
     {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
     {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
-    /* The bias is read where each score is: split-KV and the tensor-core kernels take it; both backward families'
-     * dQ kernels write its gradient (dBias). */
+    /* The bias is read where each score is: split-KV, the decode kernels and the tensor-core kernels take it; both
+     * backward families' dQ kernels write its gradient (dBias). */
     {"attention bias", bias_on, "FLASHCL_BIAS", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
 };
 

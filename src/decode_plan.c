@@ -55,8 +55,9 @@ static size_t iterations_per_step(size_t d, size_t rows, size_t threads) {
 int flashcl_decode_applies(const flashcl_settings *s, const flashcl_problem *p) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_features *f = p->features;
-    if (p->pass != FLASHCL_PASS_FORWARD || f->block_mask || f->dropout || f->varlen.on || f->bias ||
-        desc->head_dim > 256)
+    /* The bias is read pair by pair where each score is (both decode kernels): it needs no kernel of its own.
+     * The KV-cache call never brings one (src/kv_cache.c refuses it). */
+    if (p->pass != FLASHCL_PASS_FORWARD || f->block_mask || f->dropout || f->varlen.on || desc->head_dim > 256)
         return 0;
     /* A KV cache has no other kernel. */
     if (p->kv_cache) return 1;
@@ -159,7 +160,8 @@ void flashcl_decode_program(const flashcl_problem *p, flashcl_exec_plan *plan) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_plan *t = &plan->tiles;
     plan->kernel_count = 1;
-    plan->portable_args = 1; /* both kernels take the window and the score modifiers as cl/common.cl lists them */
+    /* Both kernels take the window, the score modifiers and the bias as cl/common.cl lists them. */
+    plan->portable_args = 1;
     if (plan->backend) {
         plan->program = "decode_mma.cl";
         plan->prelude[0] = "mma.cl";

@@ -6,7 +6,8 @@
 
 /* Whether a call may run the decode kernel: a flash forward of at most a
  * few query positions, dense or windowed (no block mask, dropout or packed
- * batch), no forced tiles, the kernel not turned off. */
+ * batch; the score modifiers and the bias are fine), no forced tiles, the
+ * kernel not turned off. */
 int flashcl_decode_applies(const flashcl_settings *settings, const flashcl_problem *problem);
 
 /* The kernel's tiles: block_q the packed rows per work-group, block_k the

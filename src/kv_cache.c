@@ -207,10 +207,13 @@ flashcl_status flashcl_forward_kv_cache_ex(flashcl_context *ctx, const flashcl_a
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
                             "flashcl_forward_kv_cache_ex takes the score modifiers only: no %s",
                             extras->block_mask ? "block mask" : "packed batch (cu_seqlens)");
-    /* The decode kernel, the cache's only one, reads no bias yet. */
+    /* A bias plane is (Sq, Sk) for every sequence alike, but a cache's sequences each have their own key count
+     * (cache_seqlens[b] + the new rows): the same column would be a different key in each sequence. */
     if (extras && extras->bias.buffer)
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                            "flashcl_forward_kv_cache_ex takes no attention bias (the decode kernel has none yet)");
+                            "flashcl_forward_kv_cache_ex takes no attention bias: the cache's sequences have key "
+                            "counts of their own, so one (Sq, Sk) bias plane has no single meaning (flashcl_forward_ex "
+                            "takes a bias)");
     cache = &full_cache;
     status = check_layout(ctx, cache);
     if (status != FLASHCL_SUCCESS) return status;

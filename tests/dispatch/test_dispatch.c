@@ -424,7 +424,8 @@ START_TEST(split_kv_decisions) {
 END_TEST
 
 /* The portable decode kernel: forwards of up to 8 positions on every device, its tiles, options, grid and
- * splits (tensor cores off: with them, 16-bit d64/d128 calls take the matrix-unit one, decode_mma_decisions). */
+ * splits, with a bias too (tensor cores off: with them, 16-bit d64/d128 calls take the matrix-unit one,
+ * decode_mma_decisions). */
 START_TEST(decode_decisions) {
     const flashcl_device_caps caps = h100();
     flashcl_settings s = defaults();
@@ -453,6 +454,16 @@ START_TEST(decode_decisions) {
     ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_COMBINE][0], (size_t)32 * 128);
     ck_assert_uint_eq(plan.local[FLASHCL_KERNEL_COMBINE][0], 128);
     ck_assert_uint_le(plan.tiles.local_mem_bytes, caps.limits.local_mem_bytes);
+    /* A bias keeps the kernel, its tiles and its splits: only the bias's defines are added. */
+    flashcl_features biased = f;
+    biased.bias = 1;
+    const flashcl_exec_plan with_bias = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &biased, 8);
+    ck_assert_int_eq(with_bias.kind, FLASHCL_KERNEL_DECODE);
+    ck_assert_str_eq(with_bias.program, "decode.cl");
+    ck_assert_str_eq(with_bias.options, "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DDECODE_ROWS=4 -DDECODE_THREADS=128 "
+                                        "-DKV_VEC=8 -DDV_VEC=8 -DFLASHCL_BIAS=1 -DFLASHCL_SPLIT_KV=1");
+    ck_assert_int_eq(with_bias.kv_splits, plan.kv_splits);
+    ck_assert_int_eq(with_bias.portable_args, 1);
     /* K and V once per KV head: far fewer bytes than the tiled kernel's model, which reads them per query head. */
     flashcl_settings off = s;
     off.decode_off = 1;
@@ -535,6 +546,15 @@ START_TEST(decode_mma_decisions) {
     ck_assert_int_eq(plan.split_keys, 63 * 64);
     const double kv = 2.0 * 131072 * 8 * 128 * 2;
     ck_assert(plan.predicted_global_bytes >= kv && plan.predicted_global_bytes < 1.01 * kv);
+    /* A float32 bias beside half data keeps the kernel and its splits, adding the bias's defines. */
+    flashcl_features biased = f;
+    biased.bias = 1;
+    biased.bias_f32 = 1;
+    const flashcl_exec_plan with_bias = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &biased, 8);
+    ck_assert_str_eq(with_bias.program, "decode_mma.cl");
+    ck_assert_str_eq(with_bias.options, "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DDECODE_WARPS=4 -DFLASHCL_MMA_PTX=1 "
+                                        "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 -DFLASHCL_SPLIT_KV=1");
+    ck_assert_int_eq(with_bias.kv_splits, 33);
     /* 8 positions x 8 heads per KV head: four blocks of 16 rows. */
     desc.seqlen_q = 8;
     desc.heads_kv = 4;

@@ -3,9 +3,10 @@
  * broadcast through strides) forward and backward with dBias; -inf rows, a whole -inf bias and biases of 1e4;
  * ALiBi against the explicit bias tensor it stands for; bias + soft-capping + ALiBi + causal + GQA at once (the
  * forward split along the keys); a window with dropout; a per-head block mask; half storage with a half and a
- * float32 bias; the tensor-core forward and backward (emulated), dBias from the tensor-core dQ kernel included;
- * dBias bit for bit the same under three backward plans and on an out-of-order queue; what the dispatcher builds;
- * and bad input: a clear error and nothing written.
+ * float32 bias; the tensor-core forward and backward (emulated), dBias from the tensor-core dQ kernel included; both
+ * decode kernels (cl/decode.cl, and cl/decode_mma.cl emulated) with full and broadcast biases, -inf and NaN,
+ * soft-capping and ALiBi, split along the keys and not; dBias bit for bit the same under three backward plans and
+ * on an out-of-order queue; what the dispatcher builds; and bad input: a clear error and nothing written.
  *
  * Every distinct kernel build costs seconds, so the cases share builds: head dim 32, float data and no causal flag
  * wherever the case allows (one forward and one backward program serve the broadcast, -inf, ALiBi-equivalence and
@@ -453,6 +454,122 @@ START_TEST(tensor_core_forward) {
 }
 END_TEST
 
+/* ---- the decode kernels ------------------------------------------------------------------- */
+
+/* Whether ctx's last call ran the decode kernel `program` with `splits` key chunks and a bias build. */
+static void assert_ran_decode(flashcl_context *ctx, const char *label, const char *program, int splits) {
+    flashcl_call_stats s;
+    ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
+    ck_assert_msg(s.kernel == FLASHCL_KERNEL_DECODE && strcmp(s.program, program) == 0,
+                  "%s: ran kernel %d, program %s (expected the decode kernel, %s)", label, (int)s.kernel, s.program,
+                  program);
+    ck_assert_msg(s.kv_splits == splits, "%s: %d key chunks, expected %d", label, s.kv_splits, splits);
+    ck_assert_msg(strstr(s.build_options, "-DFLASHCL_BIAS=1") != NULL, "%s: built with %s", label, s.build_options);
+}
+
+/* Forward-only decode calls (f16 data, d64, GQA 8 query heads over 2, 300 keys) on one decode kernel: cl/decode.cl
+ * (tensor cores off) or cl/decode_mma.cl (emulated). Two builds each:
+ *   A: 4 causal positions (16 packed rows: every row of a work-group a different (head, position)), soft-capping,
+ *      ALiBi and a full (B, Hq) float32 bias with a row hidden whole, a row hidden over the whole first key chunk,
+ *      scattered -inf pairs and +-1e4, split into 3 key chunks; then a NaN pair (its row NaN, no other) and a bias
+ *      of -inf everywhere (every row empty) through the same build;
+ *   B: 1 position, a (1, 1) half bias (every row reads the one plane), unsplit.
+ * Where sweeps run diagonally (rusticl) each kernel runs one of them: A on the matrix-unit kernel, whose lanes hold
+ * two rows each (the trickier row mapping), B on the portable one. */
+static void decode_cases(int mma) {
+    const char *program = mma ? "decode_mma.cl" : "decode.cl";
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(
+        flashcl_context_set_tensor_cores(ctx, mma ? FLASHCL_TENSOR_CORES_EMULATE : FLASHCL_TENSOR_CORES_OFF),
+        FLASHCL_SUCCESS);
+    enum { SK = 300 };
+    if (ts_sweep_takes_variant(mma + 1, 0, 2)) {
+        fh_case c = fh_case_make(mma ? "4x300 d64 f16 causal gqa 8/2 bias + softcap + alibi, decode_mma.cl, 3 chunks"
+                                     : "4x300 d64 f16 causal gqa 8/2 bias + softcap + alibi, decode.cl, 3 chunks",
+                                 2, 8, 2, 4, SK, 64, 1);
+        c.desc.dtype = FLASHCL_DTYPE_F16;
+        fh_inputs in;
+        fh_inputs_make(&c, 72, &in);
+        for (size_t i = 0; i < in.q_count; ++i) in.q[i] *= 3.0f; /* scores of a few units: the cap bends them */
+        fh_round_inputs(&in, FLASHCL_DTYPE_F16);
+        ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
+        float slopes[8];
+        flashcl_reference_alibi_slopes(8, 8.0, slopes);
+        flashcl_attention_extras ex = no_extras();
+        ex.softcap = 3.0f;
+        ex.alibi_max_bias = 8.0f;
+        const flashcl_reference_extras mods = {.softcap = 3.0, .alibi_slopes = slopes};
+        float *bias = random_bias(&c, 2, 8, 1000, -3.0f, 3.0f, FLASHCL_DTYPE_F32);
+        const size_t p = plane(&c);
+        /* (b, h, position) -> its row of the bias. */
+#define BIAS_ROW(b, h, i) (bias + (((size_t)(b) * 8 + (size_t)(h)) * 4 + (size_t)(i)) * SK)
+        for (size_t i = 11; i < 16 * p; i += 7) bias[i] = -INFINITY; /* scattered pairs */
+        /* Keys biased by -1e4 vanish; +1e4 ones dominate their rows on the portable kernel only: the matrix-unit
+         * kernels (cl/decode_mma.cl as cl/forward_mma.cl) round P to 16 bits for P V but sum it in float, so a row
+         * with a single dominant key is off by up to one storage ulp of O, past the tolerance rule where the
+         * golden O is representable (the rule holds for rows whose weight spreads over several keys). */
+        for (size_t i = 5; i < 16 * p; i += 97) bias[i] = (i / 97) % 2 && !mma ? 1e4f : -1e4f;
+        for (int j = 0; j < SK; ++j) BIAS_ROW(1, 5, 3)[j] = -INFINITY;  /* an empty row */
+        for (int j = 0; j < 150; ++j) BIAS_ROW(0, 1, 2)[j] = -INFINITY; /* no key of the first chunk */
+        run_bias(ctx, &c, &in, 0, ex, mods, bias, 2, 8, FLASHCL_DTYPE_F32, &contiguous);
+        assert_ran_decode(ctx, c.name, program, 3);
+
+        /* A NaN bias is no mask: its row NaN (O and LSE), every other row finite. */
+        for (size_t i = 0; i < 16 * p; ++i) bias[i] = 0.0f;
+        BIAS_ROW(0, 3, 1)[10] = NAN;
+#undef BIAS_ROW
+        cl_mem buffer = ts_buffer(flashcl_context_cl_context(ctx), 16 * p * sizeof(float), bias);
+        flashcl_attention_extras nan_ex = ex;
+        nan_ex.bias = (flashcl_tensor){buffer, 0, 8 * p, p, SK};
+        nan_ex.bias_batch = 2;
+        nan_ex.bias_heads = 8;
+        fh_result r;
+        fh_run_ex(ctx, &c, &in, 0, &nan_ex, &r);
+        assert_ran_decode(ctx, c.name, program, 3);
+        for (size_t row = 0; row < 2 * 8 * 4; ++row) {
+            const int nan_row = row == (0 * 8 + 3) * 4 + 1;
+            ck_assert_msg(isnan(r.lse[row]) == nan_row, "%s: NaN bias: LSE of row %zu is %g", c.name, row,
+                          (double)r.lse[row]);
+            for (int t = 0; t < 64; ++t)
+                ck_assert_msg(isnan(r.o[row * 64 + (size_t)t]) == nan_row, "%s: NaN bias: O[%zu][%d] is %g", c.name,
+                              row, t, (double)r.o[row * 64 + (size_t)t]);
+        }
+        fh_result_free(&r);
+        clReleaseMemObject(buffer);
+
+        /* Every pair hidden: every chunk's partial is empty, every row written empty. */
+        for (size_t i = 0; i < 16 * p; ++i) bias[i] = -INFINITY;
+        run_bias(ctx, &c, &in, 0, ex, mods, bias, 2, 8, FLASHCL_DTYPE_F32, &contiguous);
+        assert_ran_decode(ctx, c.name, program, 3);
+        free(bias);
+        fh_inputs_free(&in);
+    }
+    if (ts_sweep_takes_variant(mma + 1, 1, 2)) {
+        fh_case c = fh_case_make(mma ? "1x300 d64 f16 gqa 8/2 half bias (1, 1), decode_mma.cl, unsplit"
+                                     : "1x300 d64 f16 gqa 8/2 half bias (1, 1), decode.cl, unsplit",
+                                 2, 8, 2, 1, SK, 64, 0);
+        c.desc.dtype = FLASHCL_DTYPE_F16;
+        fh_inputs in;
+        fh_inputs_make(&c, 73, &in);
+        fh_round_inputs(&in, FLASHCL_DTYPE_F16);
+        ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 1), FLASHCL_SUCCESS);
+        float *bias = random_bias(&c, 1, 1, 1001, -3.0f, 3.0f, FLASHCL_DTYPE_F16);
+        for (int j = 3; j < SK; j += 5) bias[j] = -INFINITY;
+        const flashcl_reference_extras mods = {.softcap = 0.0};
+        run_bias(ctx, &c, &in, 0, no_extras(), mods, bias, 1, 1, FLASHCL_DTYPE_F16, &contiguous);
+        assert_ran_decode(ctx, c.name, program, 1);
+        free(bias);
+        fh_inputs_free(&in);
+    }
+    flashcl_context_free(ctx);
+}
+
+START_TEST(decode_portable) { decode_cases(0); }
+END_TEST
+
+START_TEST(decode_matrix_units) { decode_cases(1); }
+END_TEST
+
 /* ---- the tensor-core backward --------------------------------------------------------------- */
 
 /* docs/testing.md's rule for 16-bit storage in the backward: the whole tensor within `ulps` storage ulps of its
@@ -767,8 +884,8 @@ END_TEST
 
 /* A call without a bias builds what it did before (no extras, and an older caller's version-2 extras whose bytes
  * past its size are garbage), on the tensor-core kernels and the portable ones; a bias adds its defines and the
- * tensor-core forward and backward take it, the decode kernel hands it to the tiled forward; a broadcast dBias
- * counts its scratch. Nothing here runs a kernel. */
+ * tensor-core forward and backward take it, and so do both decode kernels; a broadcast dBias counts its scratch.
+ * Nothing here runs a kernel. */
 START_TEST(dispatch_options) {
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
@@ -818,15 +935,24 @@ START_TEST(dispatch_options) {
             ck_assert_uint_eq(s.extra_device_bytes, with_bias.extra_device_bytes + 2 * 4 * 64 * 64 * sizeof(float));
         }
     }
-    /* One query row would take the decode kernel; with a bias the tiled forward runs it (here the tensor-core
-     * one; with tensor cores off the portable one). */
+    /* One query row takes a decode kernel with a bias too (here the matrix-unit one; with tensor cores off the
+     * portable one): the same options as without it, the bias's defines added. */
     flashcl_attention_desc one = d;
     one.seqlen_q = 1;
     biased.bias.stride_seq = 0;
-    ck_assert_int_eq(fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, NULL).kernel, FLASHCL_KERNEL_DECODE);
-    ck_assert_int_eq(fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased).kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
-    ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_OFF), FLASHCL_SUCCESS);
-    ck_assert_int_eq(fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased).kernel, FLASHCL_KERNEL_PORTABLE);
+    for (int mma = 1; mma >= 0; --mma) {
+        ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, mma ? FLASHCL_TENSOR_CORES_EMULATE
+                                                                   : FLASHCL_TENSOR_CORES_OFF),
+                         FLASHCL_SUCCESS);
+        const flashcl_call_stats dense_decode = fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, NULL);
+        const flashcl_call_stats biased_decode = fh_explain(ctx, FLASHCL_PASS_FORWARD, &one, &biased);
+        ck_assert_int_eq(dense_decode.kernel, FLASHCL_KERNEL_DECODE);
+        ck_assert_int_eq(biased_decode.kernel, FLASHCL_KERNEL_DECODE);
+        ck_assert_str_eq(biased_decode.program, mma ? "decode_mma.cl" : "decode.cl");
+        ck_assert_str_eq(dense_decode.program, biased_decode.program);
+        ck_assert(strstr(dense_decode.build_options, "BIAS") == NULL);
+        ck_assert_ptr_nonnull(strstr(biased_decode.build_options, "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1"));
+    }
     clReleaseMemObject(buffer);
     flashcl_context_free(ctx);
 }
@@ -973,7 +1099,9 @@ START_TEST(bad_input) {
     flashcl_kv_cache_init(&cache);
     ck_assert_int_eq(flashcl_forward_kv_cache_ex(x.ctx, &x.d, &ex, &x.q.view, &cache, &x.o.view, NULL, 0, NULL, NULL),
                      FLASHCL_ERROR_UNSUPPORTED);
+    /* Refused for what a bias plane would mean there (each sequence its own key count), and said so. */
     ck_assert_ptr_nonnull(strstr(flashcl_last_error(x.ctx), "bias"));
+    ck_assert_ptr_nonnull(strstr(flashcl_last_error(x.ctx), "key counts of their own"));
     if (flashcl_context_set_impl(x.ctx, FLASHCL_IMPL_STANDARD) == FLASHCL_SUCCESS)
         expect_refused(&x, &ex, BOTH, FLASHCL_ERROR_UNSUPPORTED, "attention bias");
     clReleaseMemObject(offsets);
@@ -998,6 +1126,8 @@ static Suite *bias_suite(void) {
     tcase_add_test(tc, block_mask);
     tcase_add_test(tc, half_storage);
     tcase_add_test(tc, tensor_core_forward);
+    tcase_add_test(tc, decode_portable);
+    tcase_add_test(tc, decode_matrix_units);
     tcase_add_test(tc, tensor_core_backward);
     tcase_add_test(tc, plans_agree);
     tcase_add_test(tc, out_of_order_queue);
