@@ -559,11 +559,12 @@ typedef struct flashcl_attention_extras {
      * a block mask, dropout and the other score modifiers; the tensor-core
      * forward and backward run it too (with causal, GQA and the score
      * modifiers; the backward's dQ kernel writes dBias as the portable one
-     * does); a call that would take the decode kernel runs the tiled
-     * forward instead.
+     * does); the decode kernels (forwards of at most 8 query positions)
+     * run it too.
      * Refused (FLASHCL_ERROR_UNSUPPORTED): with a packed
-     * batch (cu_seqlens), by flashcl_forward_kv_cache_ex and by the
-     * standard implementation. bias.buffer NULL: no bias (the other bias
+     * batch (cu_seqlens) and by flashcl_forward_kv_cache_ex (their
+     * sequences each have their own key count, so one (Sq, Sk) plane has
+     * no single meaning), and by the standard implementation. bias.buffer NULL: no bias (the other bias
      * fields must then be zero). */
     flashcl_tensor bias;
     int bias_batch;           /* 1 or desc->batch */
