@@ -10,18 +10,12 @@
 //                   loads (HEAD_DIM a multiple of 8, K's and V's offsets and strides 16-byte aligned);
 //                   1: element by element
 //   DV_VEC          dims of the output each work-item of the product with V owns: 8 or 4 with KV_VEC 8, else 1
-//   FLASHCL_SPLIT_KV  1: work-group z takes keys [z * split_keys, + split_keys) only and writes its
-//                   unnormalised partial to part_o and part_stats in the layout cl/split_combine.cl merges
-//                   (cl/forward.cl's split-KV layout)
 //   FLASHCL_WINDOW  sliding-window mask (the only mask this kernel takes)
 //   FLASHCL_SOFTCAP, FLASHCL_ALIBI  the score modifiers (cl/common.cl), applied where the scores are scaled
 //   FLASHCL_BIAS (FLASHCL_BIAS_F32)  the additive bias (cl/common.cl), added after the score modifiers and
 //                   before the masks; each packed row reads the plane of its own (batch, query head) at its own
 //                   position, work-item t key k0 + t of every row (consecutive work-items, consecutive keys)
-//   FLASHCL_KV_CACHE  1: a KV cache (flashcl_forward_kv_cache): sequence b has cache_seqlens[b] + new_rows
-//                   keys (seqlen_k is ignored), its query rows being the last seqlen_q positions
-//   FLASHCL_KV_PAGED  1: the cache is paged: row j of sequence b is row j % page_size of page
-//                   block_table[b * max_pages + j / page_size], pages stride_b apart in K and V
+//   FLASHCL_SPLIT_KV, FLASHCL_KV_CACHE, FLASHCL_KV_PAGED  as cl/decode_common.cl (placed before this file) says
 //
 // Packed rows: the group_size query heads that share KV head hk and the seqlen_q positions form
 // seqlen_q x group_size rows, row p being position p / group_size of query head hk * group_size + p % group_size.
@@ -59,18 +53,6 @@
 #ifndef DV_VEC
 #define DV_VEC 1
 #endif
-#ifndef FLASHCL_SPLIT_KV
-#define FLASHCL_SPLIT_KV 0
-#endif
-#ifndef FLASHCL_KV_CACHE
-#define FLASHCL_KV_CACHE 0
-#endif
-#ifndef FLASHCL_KV_PAGED
-#define FLASHCL_KV_PAGED 0
-#endif
-#if FLASHCL_KV_PAGED && !FLASHCL_KV_CACHE
-#error "FLASHCL_KV_PAGED needs FLASHCL_KV_CACHE"
-#endif
 
 #if HEAD_DIM < 1 || HEAD_DIM > 256
 #error "HEAD_DIM must be in 1..256"
@@ -89,12 +71,6 @@
 #endif
 #if !(DV_VEC == 1 || (KV_VEC == 8 && (DV_VEC == 4 || DV_VEC == 8)))
 #error "DV_VEC must be 1, or 4 or 8 with KV_VEC 8"
-#endif
-#if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN
-#error "the decode kernel takes dense and windowed calls (and the score modifiers and the bias) only"
-#endif
-#if FLASHCL_BIAS && FLASHCL_KV_CACHE
-#error "the KV-cache call takes no bias: its sequences have key counts of their own (src/kv_cache.c)"
 #endif
 
 #define WG DECODE_THREADS
@@ -147,26 +123,6 @@ inline float4 decode_load4(__global const storage_t *p, ulong index) {
 #endif
 #endif
 
-#if FLASHCL_SPLIT_KV
-#define DECODE_SPLIT_PARAMS , __global float *part_o, __global float2 *part_stats, int split_keys
-#else
-#define DECODE_SPLIT_PARAMS
-#endif
-#if FLASHCL_KV_PAGED
-#define DECODE_KV_PARAMS \
-    , __global const int *cache_seqlens, int new_rows, __global const int *block_table, int max_pages, int page_size
-// Element 0 of row `row` of this work-group's sequence and KV head in K or V.
-#define KV_ROW(p, row)                                                                                        \
-    (p##_offset + (ulong)block_table[(ulong)b * (ulong)max_pages + (ulong)((row) / page_size)] * p##_stride_b + \
-     (ulong)hk * p##_stride_h + (ulong)((row) % page_size) * p##_stride_s)
-#elif FLASHCL_KV_CACHE
-#define DECODE_KV_PARAMS , __global const int *cache_seqlens, int new_rows
-#define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
-#else
-#define DECODE_KV_PARAMS
-#define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
-#endif
-
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
@@ -186,37 +142,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
     __local float *p_tile = (__local float *)p_tile4;
 
     const int lid = (int)get_local_id(0);
-    const int packed_rows = seqlen_q * group_size;
-    const int p0 = (int)get_group_id(0) * ROWS;
-    const int bhk = (int)get_group_id(1);
-    const int heads_kv = heads_q / group_size;
-    const int b = bhk / heads_kv;
-    const int hk = bhk - b * heads_kv;
-    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
-    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
-    (void)k_base, (void)v_base; /* unused with a paged cache */
-    const int rows = min(ROWS, packed_rows - p0); // the real rows of this group
-#if FLASHCL_KV_CACHE
-    seqlen_k = cache_seqlens[b] + new_rows; // this sequence's keys: its cache and the rows just appended
-#endif
-    // Bottom-right causal alignment: position i sees keys j <= i + diagonal.
-    const int diagonal = seqlen_k - seqlen_q;
-    const int first_pos = p0 / group_size, last_pos = (p0 + rows - 1) / group_size;
-
-    // The keys any row of the group may see.
-    int key_begin = 0, key_end = seqlen_k;
-    if (causal) key_end = clamp(last_pos + diagonal + 1, 0, seqlen_k);
-#if FLASHCL_WINDOW
-    key_begin = clamp(first_pos + diagonal - window_left, 0, seqlen_k);
-    key_end = min(key_end, clamp(last_pos + diagonal + window_right + 1, 0, seqlen_k));
-#else
-    (void)first_pos;
-#endif
-#if FLASHCL_SPLIT_KV
-    const int split = (int)get_group_id(2);
-    key_begin = max(key_begin, split * split_keys);
-    key_end = min(key_end, split * split_keys + split_keys);
-#endif
+    DECODE_WORK_GROUP(ROWS) // cl/decode_common.cl: p0, rows, b, hk, key_begin .. key_end, ...
 
     // Q rows of the group (zero past the real rows and HEAD_DIM).
     for (int e = lid; e < ROWS * DIM_PAD; e += WG) {

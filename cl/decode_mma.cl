@@ -1,5 +1,6 @@
 // decode_mma.cl: the decode kernel (cl/decode.cl's job: few query rows against many keys) on the matrix units,
-// for half and bfloat16 storage. The host places mma.cl, a backend file and mma_operands.cl before it.
+// for half and bfloat16 storage. The host places mma.cl, a backend file, mma_operands.cl and decode_common.cl
+// before it.
 //
 // Why: the portable decode kernel spends 16 fp32 multiply-adds per K or V element once 16 packed rows share a
 // KV head (4 query positions x 4 heads, speculative decoding), more than the fp32 units give at the memory's
@@ -29,33 +30,18 @@
 //
 // Macros taken (host passes them with -D): HEAD_DIM (64 or 128), DECODE_WARPS, FLASHCL_SPLIT_KV,
 // FLASHCL_WINDOW, FLASHCL_SOFTCAP, FLASHCL_ALIBI, FLASHCL_BIAS (FLASHCL_BIAS_F32), FLASHCL_KV_CACHE,
-// FLASHCL_KV_PAGED as for cl/decode.cl. The bias: lane (g, t) reads keys 2t, 2t+1 of each 8-key tile for its rows
+// FLASHCL_KV_PAGED as for cl/decode.cl (cl/decode_common.cl). The bias: lane (g, t) reads keys 2t, 2t+1 of each 8-key tile for its rows
 // g and g + 8 (each row its own (batch, query head) plane at its own position), issued before the step's S
 // product so that their latency hides behind it (cl/forward_mma.cl's bias_pre).
 
 #ifndef DECODE_WARPS
 #define DECODE_WARPS 4
 #endif
-#ifndef FLASHCL_SPLIT_KV
-#define FLASHCL_SPLIT_KV 0
-#endif
-#ifndef FLASHCL_KV_CACHE
-#define FLASHCL_KV_CACHE 0
-#endif
-#ifndef FLASHCL_KV_PAGED
-#define FLASHCL_KV_PAGED 0
-#endif
 #if FLASHCL_DTYPE == 0
 #error "decode_mma.cl takes half and bfloat16 storage (float decode runs cl/decode.cl)"
 #endif
 #if HEAD_DIM % 64 != 0
 #error "decode_mma.cl needs HEAD_DIM a multiple of 64"
-#endif
-#if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN
-#error "the decode kernels take dense and windowed calls (and the score modifiers and the bias) only"
-#endif
-#if FLASHCL_BIAS && FLASHCL_KV_CACHE
-#error "the KV-cache call takes no bias: its sequences have key counts of their own (src/kv_cache.c)"
 #endif
 
 #define WARPS DECODE_WARPS
@@ -65,25 +51,6 @@
 #define ROUND_KEYS (STEP_KEYS * WARPS) // keys the work-group takes per round
 #define K_CHUNKS (HEAD_DIM / 32)     // 16-byte loads per K row and lane
 #define V_BLOCKS (HEAD_DIM / 64)     // 64-dim blocks of the product with V
-
-#if FLASHCL_SPLIT_KV
-#define DECODE_SPLIT_PARAMS , __global float *part_o, __global float2 *part_stats, int split_keys
-#else
-#define DECODE_SPLIT_PARAMS
-#endif
-#if FLASHCL_KV_PAGED
-#define DECODE_KV_PARAMS \
-    , __global const int *cache_seqlens, int new_rows, __global const int *block_table, int max_pages, int page_size
-#define KV_ROW(p, row)                                                                                        \
-    (p##_offset + (ulong)block_table[(ulong)b * (ulong)max_pages + (ulong)((row) / page_size)] * p##_stride_b + \
-     (ulong)hk * p##_stride_h + (ulong)((row) % page_size) * p##_stride_s)
-#elif FLASHCL_KV_CACHE
-#define DECODE_KV_PARAMS , __global const int *cache_seqlens, int new_rows
-#define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
-#else
-#define DECODE_KV_PARAMS
-#define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
-#endif
 
 // 16 bytes of a K or V row (8 elements, 16-byte aligned: the host checked), zeros for a key outside the chunk.
 inline uint4 load16(__global const storage_t *p, ulong index, bool valid) {
@@ -122,35 +89,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
     MMA_BACKEND_STATE(WARPS)
     MMA_BACKEND_EXCHANGE
 
-    const int packed_rows = seqlen_q * group_size;
-    const int p0 = (int)get_group_id(0) * ROWS;
-    const int bhk = (int)get_group_id(1);
-    const int heads_kv = heads_q / group_size;
-    const int b = bhk / heads_kv;
-    const int hk = bhk - b * heads_kv;
-    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
-    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
-    (void)k_base, (void)v_base; /* unused with a paged cache */
-    const int rows = min(ROWS, packed_rows - p0);
-#if FLASHCL_KV_CACHE
-    seqlen_k = cache_seqlens[b] + new_rows;
-#endif
-    // Bottom-right causal alignment: position i sees keys j <= i + diagonal.
-    const int diagonal = seqlen_k - seqlen_q;
-    const int first_pos = p0 / group_size, last_pos = (p0 + rows - 1) / group_size;
-    int key_begin = 0, key_end = seqlen_k;
-    if (causal) key_end = clamp(last_pos + diagonal + 1, 0, seqlen_k);
-#if FLASHCL_WINDOW
-    key_begin = clamp(first_pos + diagonal - window_left, 0, seqlen_k);
-    key_end = min(key_end, clamp(last_pos + diagonal + window_right + 1, 0, seqlen_k));
-#else
-    (void)first_pos;
-#endif
-#if FLASHCL_SPLIT_KV
-    const int split = (int)get_group_id(2);
-    key_begin = max(key_begin, split * split_keys);
-    key_end = min(key_end, split * split_keys + split_keys);
-#endif
+    DECODE_WORK_GROUP(ROWS) // cl/decode_common.cl: p0, rows, b, hk, key_begin .. key_end, ...
 
     // This lane's two rows: g ("top") and g + 8 ("bottom"); their positions and query heads.
     const int row_top = g, row_bottom = g + 8;

@@ -167,11 +167,13 @@ void flashcl_decode_program(const flashcl_problem *p, flashcl_exec_plan *plan) {
         plan->prelude[0] = "mma.cl";
         plan->prelude[1] = plan->backend->source;
         plan->prelude[2] = "mma_operands.cl";
+        plan->prelude[3] = "decode_common.cl";
         plan->kernel_names[0] = "flashcl_decode_mma";
         snprintf(plan->options, sizeof plan->options,
                  "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DDECODE_WARPS=%d -DFLASHCL_MMA_PTX=%d", (int)desc->dtype,
                  desc->head_dim, t->threads_q, plan->backend->ptx);
     } else {
+        plan->prelude[0] = "decode_common.cl";
         portable_options(p, plan);
     }
     flashcl_features_options(p->features, plan->options, sizeof plan->options);

@@ -55,8 +55,9 @@ typedef struct flashcl_exec_plan {
     char aux_options[96];
     char append_options[64]; /* the append kernel's (its program's own) */
     /* The cl/ files placed between common.cl and the program (the
-     * tensor-core kernels' mma.cl, backend file, mma_operands.cl); NULL-terminated. */
-    const char *prelude[4];
+     * tensor-core kernels' mma.cl, backend file, mma_operands.cl; the
+     * decode kernels' decode_common.cl); NULL-terminated. */
+    const char *prelude[5];
     int kernel_count;
     const char *kernel_names[3];
     char options[FLASHCL_BUILD_OPTIONS_CAPACITY];

@@ -60,7 +60,7 @@ static flashcl_status load_one(flashcl_context *ctx, const char *name, char **te
     return FLASHCL_SUCCESS;
 }
 
-#define MAX_SOURCE_FILES 6
+#define MAX_SOURCE_FILES 7 /* common.cl, at most four prelude files, the kernel file */
 
 /* A program is common.cl, the prelude's files (for the tensor-core kernels:
  * mma.cl, the backend's file and mma_operands.cl, as the dispatcher lists

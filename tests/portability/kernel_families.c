@@ -133,8 +133,10 @@ typedef struct seen_builds {
 
 static int first_time(seen_builds *seen, const kernel_build *b) {
     char key[sizeof seen->keys[0]];
-    snprintf(key, sizeof key, "%s %s %s|%s", b->prelude[0] ? b->prelude[0] : "", b->prelude[1] ? b->prelude[1] : "",
-             b->program, b->options);
+    int used = 0;
+    for (int i = 0; b->prelude[i] && used < (int)sizeof key; ++i)
+        used += snprintf(key + used, sizeof key - (size_t)used, "%s ", b->prelude[i]);
+    if (used < (int)sizeof key) snprintf(key + used, sizeof key - (size_t)used, "%s|%s", b->program, b->options);
     for (int i = 0; i < seen->count; ++i)
         if (strcmp(seen->keys[i], key) == 0) return 0;
     if (seen->count < (int)(sizeof seen->keys / sizeof seen->keys[0])) strcpy(seen->keys[seen->count++], key);
@@ -195,7 +197,7 @@ static int plan_build(const flashcl_device_caps *caps, const family *fam, flashc
                  fam->kernel == FLASHCL_KERNEL_APPEND ? plan.append_options : plan.aux_options);
     } else {
         b->program = plan.program;
-        for (int i = 0; i < 3 && plan.prelude[i]; ++i) b->prelude[i] = plan.prelude[i];
+        for (int i = 0; i < 4 && plan.prelude[i]; ++i) b->prelude[i] = plan.prelude[i];
         snprintf(b->options, sizeof b->options, "%s", plan.options);
         b->planned_local_bytes = plan.tiles.local_mem_bytes;
     }

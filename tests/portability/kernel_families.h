@@ -8,7 +8,7 @@
 /* One program the library would build on the device. */
 typedef struct kernel_build {
     char id[128];            /* family.dtype.dN.variant: names the compile in messages and files */
-    const char *prelude[4];  /* files between common.cl and program, NULL-terminated */
+    const char *prelude[5];  /* files between common.cl and program, NULL-terminated (as flashcl_exec_plan's) */
     const char *program;     /* the cl/ file of the kernels */
     char options[FLASHCL_BUILD_OPTIONS_CAPACITY];
     size_t planned_local_bytes; /* the planner's local memory for these tiles; 0: not planned (fixed kernels) */
