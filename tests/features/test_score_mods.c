@@ -33,12 +33,6 @@ static void amplify(fh_inputs *in, float a) {
     for (size_t i = 0; i < in->kv_count; ++i) in->k[i] *= a;
 }
 
-static flashcl_call_stats last_stats(flashcl_context *ctx) {
-    flashcl_call_stats s;
-    ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
-    return s;
-}
-
 /* Runs c with extras and judges it against the reference with the same modifiers (mask: the case's causal flag
  * and window, from the definitions). */
 static void run_and_check(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int backward,
@@ -73,7 +67,7 @@ START_TEST(softcap_alibi_causal_gqa) {
     const flashcl_reference_extras mods = {.softcap = 2.0, .alibi_slopes = slopes};
     fh_result host, device;
     run_and_check(ctx, &c, &in, 1, &ex, &mods, &host);
-    ck_assert_int_eq(last_stats(ctx).kernel, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(ts_last_stats(ctx).kernel, FLASHCL_KERNEL_PORTABLE);
     cl_mem buffer = ts_buffer(flashcl_context_cl_context(ctx), sizeof slopes, slopes);
     ex.alibi_slopes_host = NULL;
     ex.alibi_slopes = buffer;
@@ -108,7 +102,7 @@ START_TEST(softcap_small_caps) {
         const flashcl_reference_extras mods = {.softcap = caps[i]};
         fh_result r;
         run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
-        ck_assert_int_gt(last_stats(ctx).kv_splits, 1); /* 3, or one per key block if the tiles make fewer */
+        ck_assert_int_gt(ts_last_stats(ctx).kv_splits, 1); /* 3, or one per key block if the tiles make fewer */
         lse[i] = r.lse;
         r.lse = NULL;
         fh_result_free(&r);
@@ -312,7 +306,7 @@ START_TEST(decode_rows) {
         const flashcl_reference_extras mods = {.softcap = 5.0, .alibi_slopes = slopes};
         fh_result r;
         run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
-        const flashcl_call_stats s = last_stats(ctx);
+        const flashcl_call_stats s = ts_last_stats(ctx);
         ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_DECODE);
         ck_assert_int_eq(s.kv_splits, 3);
         ck_assert_ptr_nonnull(strstr(s.build_options, "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1"));
@@ -344,7 +338,7 @@ START_TEST(decode_matrix_units) {
     const flashcl_reference_extras mods = {.softcap = 5.0, .alibi_slopes = slopes};
     fh_result r;
     run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
-    const flashcl_call_stats s = last_stats(ctx);
+    const flashcl_call_stats s = ts_last_stats(ctx);
     ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_DECODE);
     ck_assert_str_eq(s.program, "decode_mma.cl");
     ck_assert_int_eq(s.kv_splits, 3);
@@ -384,14 +378,14 @@ START_TEST(tensor_core_kernels) {
         fh_result r;
         if (f32) { /* gradients judged in f32 (the 16-bit rule is the forward's) */
             run_and_check(ctx, &c, &in, 1, &ex, &mods, &r);
-            const flashcl_call_stats backward = last_stats(ctx);
+            const flashcl_call_stats backward = ts_last_stats(ctx);
             ck_assert_int_eq(backward.pass, FLASHCL_PASS_BACKWARD);
             ck_assert_int_eq(backward.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
             ck_assert_ptr_nonnull(strstr(backward.build_options, "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1"));
             fh_result_free(&r);
         }
         run_and_check(ctx, &c, &in, 0, &ex, &mods, &r);
-        const flashcl_call_stats s = last_stats(ctx);
+        const flashcl_call_stats s = ts_last_stats(ctx);
         ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
         ck_assert_ptr_nonnull(strstr(s.build_options, "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1"));
         fh_result_free(&r);
@@ -447,7 +441,7 @@ START_TEST(kv_cache_rows) {
     ck_assert_msg(flashcl_forward_kv_cache_ex(ctx, &d, &ex, &tq.view, &cache, &to.view, &tl.view, 0, NULL, NULL) ==
                       FLASHCL_SUCCESS,
                   "%s", flashcl_last_error(ctx));
-    ck_assert_int_eq(last_stats(ctx).kernel, FLASHCL_KERNEL_DECODE);
+    ck_assert_int_eq(ts_last_stats(ctx).kernel, FLASHCL_KERNEL_DECODE);
     float *o = malloc(nq * sizeof *o), *lse = malloc((size_t)B * HQ * SQ * sizeof *lse);
     ts_tensor_read_output(queue, &to, "O", o);
     ts_tensor_read_output(queue, &tl, "LSE", lse);

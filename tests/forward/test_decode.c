@@ -18,15 +18,7 @@ static flashcl_context *decode_context(int splits) {
 }
 
 static flashcl_call_stats explain(flashcl_context *ctx, const flashcl_attention_desc *d, flashcl_pass pass) {
-    flashcl_call_stats s;
-    ck_assert_msg(flashcl_explain_call(ctx, pass, d, NULL, &s) == FLASHCL_SUCCESS, "%s", flashcl_last_error(ctx));
-    return s;
-}
-
-static flashcl_call_stats last_stats(flashcl_context *ctx) {
-    flashcl_call_stats s;
-    ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
-    return s;
+    return ts_explain(ctx, pass, d);
 }
 
 /* Mesa llvmpipe: loops stop after 65535 iterations per work-item, and the dispatcher bounds the decode kernel's
@@ -111,7 +103,7 @@ START_TEST(cases_match_reference) {
         flashcl_context *ctx = decode_context(forced_splits[s]);
         const flashcl_call_stats before = explain(ctx, &d, FLASHCL_PASS_FORWARD);
         run(ctx, &p, o, lse);
-        const flashcl_call_stats after = last_stats(ctx);
+        const flashcl_call_stats after = ts_last_stats(ctx);
         ck_assert_int_eq(after.kernel, before.kernel);
         ck_assert_int_eq(after.kv_splits, before.kv_splits);
         if (!(is_llvmpipe(ctx) && forced_splits[s] != 0 && after.kernel == FLASHCL_KERNEL_PORTABLE))
@@ -142,7 +134,7 @@ START_TEST(windows_match_reference) {
     for (int s = 0; s < SPLIT_COUNT; ++s) {
         flashcl_context *ctx = decode_context(forced_splits[s]);
         run(ctx, &p, o, lse);
-        ck_assert_int_eq(last_stats(ctx).kernel, FLASHCL_KERNEL_DECODE);
+        ck_assert_int_eq(ts_last_stats(ctx).kernel, FLASHCL_KERNEL_DECODE);
         char label[64];
         snprintf(label, sizeof label, "window %d, %d splits", _i, forced_splits[s]);
         ts_check_forward(&p, o, lse, label);
@@ -168,7 +160,7 @@ START_TEST(nan_rule) {
     for (int s = 0; s < 2; ++s) {
         flashcl_context *ctx = decode_context(splits[s]);
         run(ctx, &p, o, lse);
-        ck_assert_int_eq(last_stats(ctx).kernel, FLASHCL_KERNEL_DECODE);
+        ck_assert_int_eq(ts_last_stats(ctx).kernel, FLASHCL_KERNEL_DECODE);
         for (int h = 0; h < 4; ++h)
             for (int i = 0; i < 8; ++i) {
                 const size_t row = (size_t)h * 8 + (size_t)i;
@@ -205,12 +197,12 @@ START_TEST(repeatable_and_agrees_with_portable) {
     flashcl_context *ctx = decode_context(0);
     run(ctx, &p, o1, l1);
     run(ctx, &p, o2, l2);
-    ck_assert_int_eq(last_stats(ctx).kernel, FLASHCL_KERNEL_DECODE);
+    ck_assert_int_eq(ts_last_stats(ctx).kernel, FLASHCL_KERNEL_DECODE);
     ck_assert_msg(memcmp(o1, o2, n * sizeof *o1) == 0 && memcmp(l1, l2, m * sizeof *l1) == 0,
                   "two runs of the same call differ");
     ck_assert_int_eq(flashcl_context_set_decode_kernel(ctx, 0), FLASHCL_SUCCESS);
     run(ctx, &p, o2, l2);
-    ck_assert_int_eq(last_stats(ctx).kernel, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(ts_last_stats(ctx).kernel, FLASHCL_KERNEL_PORTABLE);
     ts_check_forward(&p, o1, l1, "decode");
     ts_check_forward(&p, o2, l2, "portable");
     double worst = 0.0;
@@ -236,7 +228,7 @@ START_TEST(long_cache_within_loop_budget) {
     float *o = malloc(p.q_count * sizeof *o), *lse = malloc(p.lse_count * sizeof *lse);
     flashcl_context *ctx = decode_context(0);
     run(ctx, &p, o, lse);
-    const flashcl_call_stats s = last_stats(ctx);
+    const flashcl_call_stats s = ts_last_stats(ctx);
     ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_DECODE);
     ts_check_forward(&p, o, lse, "long cache");
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 1), FLASHCL_SUCCESS);

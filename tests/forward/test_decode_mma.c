@@ -27,16 +27,7 @@ static flashcl_context *mma_context(int splits) {
 }
 
 static flashcl_call_stats explain(flashcl_context *ctx, const flashcl_attention_desc *d) {
-    flashcl_call_stats s;
-    ck_assert_msg(flashcl_explain_call(ctx, FLASHCL_PASS_FORWARD, d, NULL, &s) == FLASHCL_SUCCESS, "%s",
-                  flashcl_last_error(ctx));
-    return s;
-}
-
-static flashcl_call_stats last_stats(flashcl_context *ctx) {
-    flashcl_call_stats s;
-    ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
-    return s;
+    return ts_explain(ctx, FLASHCL_PASS_FORWARD, d);
 }
 
 static void run(flashcl_context *ctx, const ts_problem *p, size_t offset, float *o, float *lse) {
@@ -51,7 +42,7 @@ static int ran_mma(const flashcl_call_stats *s) {
 
 /* Whether ctx's last call ran it. */
 static int last_ran_mma(flashcl_context *ctx) {
-    const flashcl_call_stats s = last_stats(ctx);
+    const flashcl_call_stats s = ts_last_stats(ctx);
     return ran_mma(&s);
 }
 
@@ -111,7 +102,7 @@ START_TEST(cases_match_reference) {
         if (!ts_sweep_takes_variant(_i, s, SPLIT_COUNT)) continue;
         flashcl_context *ctx = mma_context(forced_splits[s]);
         run(ctx, &p, 0, o, lse);
-        const flashcl_call_stats after = last_stats(ctx);
+        const flashcl_call_stats after = ts_last_stats(ctx);
         ck_assert_msg(ran_mma(&after), "case %d: program %s", _i, after.program);
         char label[96];
         snprintf(label, sizeof label, "case %d dtype %d, %d splits", _i, (int)dtype, after.kv_splits);
@@ -133,7 +124,7 @@ START_TEST(misaligned_rows_run_portable) {
     float *o = malloc(p.q_count * sizeof *o), *lse = malloc(p.lse_count * sizeof *lse);
     flashcl_context *ctx = mma_context(1);
     run(ctx, &p, 4, o, lse);
-    const flashcl_call_stats s = last_stats(ctx);
+    const flashcl_call_stats s = ts_last_stats(ctx);
     ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_DECODE);
     ck_assert_str_eq(s.program, "decode.cl");
     ts_check_forward(&p, o, lse, "misaligned");
@@ -214,7 +205,7 @@ START_TEST(repeatable) {
     flashcl_context *ctx = mma_context(4);
     run(ctx, &p, 0, o[0], l[0]);
     run(ctx, &p, 0, o[1], l[1]);
-    ck_assert_int_eq(last_stats(ctx).kv_splits, 4);
+    ck_assert_int_eq(ts_last_stats(ctx).kv_splits, 4);
     ck_assert_msg(memcmp(o[0], o[1], n * sizeof *o[0]) == 0 && memcmp(l[0], l[1], m * sizeof *l[0]) == 0,
                   "two runs of the same call differ");
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 1), FLASHCL_SUCCESS);

@@ -14,4 +14,9 @@
  * created. */
 flashcl_context *ts_context(void);
 
+/* What ctx would run for a forward or backward of desc without extras (flashcl_explain_call), and what its
+ * last call ran (flashcl_last_call_stats); either fails the test on an error. */
+flashcl_call_stats ts_explain(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc);
+flashcl_call_stats ts_last_stats(flashcl_context *ctx);
+
 #endif
