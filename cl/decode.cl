@@ -123,14 +123,7 @@ inline float4 decode_load4(__global const storage_t *p, ulong index) {
 #endif
 #endif
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(
-    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
-    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
-    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
-    __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
-    __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
-    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
-    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS DECODE_KV_PARAMS) {
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(DECODE_KERNEL_PARAMS) {
     __local float4 q_tile4[ROWS * DIM_PAD / 4];
     // The step's maximum candidates, [row][key]; at the end the output groups' sums, then the rows' sums. A
     // plain float array read with vload4: Mesa llvmpipe lost rows past the first that were stored and read

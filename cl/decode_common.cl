@@ -52,6 +52,18 @@
 #define KV_ROW(p, row) (p##_base + (ulong)(row) * p##_stride_s)
 #endif
 
+// Both kernels' arguments, in the order src/launch_forward.c sets them (the dense forward's, the split-KV
+// partials, the features the decode kernels take, the KV cache).
+#define DECODE_KERNEL_PARAMS                                                                                   \
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,       \
+        __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,   \
+        __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,   \
+        __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,         \
+        __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,   \
+        int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,                 \
+        int causal DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS    \
+            DECODE_KV_PARAMS
+
 // Declares, at the top of a decode kernel whose work-groups take ROWS_ packed rows: p0 (the first packed row),
 // rows (the real ones), b and hk (batch, KV head), k_base and v_base (element 0 of that K and V head), diagonal
 // (bottom-right causal alignment: position i sees keys j <= i + diagonal), first_pos and last_pos (the rows'

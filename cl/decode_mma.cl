@@ -65,18 +65,7 @@ inline uint pair_keys(uint a, uint b, int odd) {
 // One 16-bit element of Q as stored.
 inline uint q_bits(__global const storage_t *q, ulong index) { return ((__global const ushort *)q)[index]; }
 
-// See cl/forward_mma.cl: the range in which the rounded maxima's offsets cancel.
-#define DECODE_RANGE_LOG2 0x1.0p30f
-inline bool decode_in_range(float m) { return m == -INFINITY || fabs(m) < DECODE_RANGE_LOG2; }
-
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decode_mma(
-    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
-    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
-    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
-    __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
-    __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
-    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal
-    DECODE_SPLIT_PARAMS FLASHCL_WINDOW_PARAMS FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS DECODE_KV_PARAMS) {
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decode_mma(DECODE_KERNEL_PARAMS) {
     // The merge of the warps: their maxima and sums per row, then the output rows summed warp by warp.
     __local float warp_max[WARPS * ROWS], warp_sum[WARPS * ROWS];
     __local float row_m[ROWS], row_l[ROWS];
@@ -246,9 +235,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
         step_top = fmax(step_top, QUAD_XOR(step_top, 2));
         step_bottom = fmax(step_bottom, QUAD_XOR(step_bottom, 1));
         step_bottom = fmax(step_bottom, QUAD_XOR(step_bottom, 2));
-        const float new_top = fmax(max_top, step_top == -INFINITY ? -INFINITY : fmax(step_top * scale2, -FLT_MAX));
-        const float new_bottom =
-            fmax(max_bottom, step_bottom == -INFINITY ? -INFINITY : fmax(step_bottom * scale2, -FLT_MAX));
+        const float new_top = fmax(max_top, block_max_log2(step_top, scale2));
+        const float new_bottom = fmax(max_bottom, block_max_log2(step_bottom, scale2));
         const float safe_top = new_top == -INFINITY ? 0.0f : new_top;
         const float safe_bottom = new_bottom == -INFINITY ? 0.0f : new_bottom;
         const float alpha_top = EXP2(max_top - safe_top), alpha_bottom = EXP2(max_bottom - safe_bottom);
@@ -361,14 +349,14 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
         const ulong part_row = ((ulong)split * (ulong)heads_total + (ulong)b * (ulong)heads_q + (ulong)h) *
                                    (ulong)seqlen_q + (ulong)pos;
         part_o[part_row * HEAD_DIM + d] = o_sum[e];
-        if (d == 0) part_stats[part_row] = (float2)(decode_in_range(m) ? m * M_LN2_F : NAN, l);
+        if (d == 0) part_stats[part_row] = (float2)(row_in_range(m) ? m * M_LN2_F : NAN, l);
 #else
-        const float inv = m == -INFINITY ? 0.0f : decode_in_range(m) ? 1.0f / l : NAN;
+        const float inv = m == -INFINITY ? 0.0f : row_in_range(m) ? 1.0f / l : NAN;
         STORE(o, o_offset + (ulong)b * o_stride_b + (ulong)h * o_stride_h + (ulong)pos * o_stride_s + d,
               o_sum[e] * inv);
         if (write_lse && d == 0)
             lse[lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h + (ulong)pos * lse_stride_s] =
-                decode_in_range(m) ? flashcl_row_lse2(m, l) : NAN;
+                row_in_range(m) ? flashcl_row_lse2(m, l) : NAN;
 #endif
     }
 }

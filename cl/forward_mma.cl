@@ -87,23 +87,6 @@ inline float2 bias_pair_local(__local const uint4 *row, int col) {
 }
 #endif
 
-// A block's maximum raw score in the log2 units of the row maxima: -inf (no
-// visible key) stays -inf, and the -FLT_MAX floor of a row that sees keys
-// (see the block maxima) is floored again, since scaling may take it to -inf.
-inline float block_max_log2(float raw, float scale2) {
-    return raw == -INFINITY ? -INFINITY : fmax(raw * scale2, -FLT_MAX);
-}
-
-// The exponents are fma(x, scale2, -max) of the exact products against the
-// rounded maximum: for the largest score of a row they are not 0 but the
-// maximum's rounding error, up to half its ulp. That offset cancels in O and
-// LSE as long as exp2 of it neither overflows nor underflows, which holds for
-// |max| < 2^30 (offsets within +-32). Past that (scaled scores beyond ~7e8,
-// far outside what attention meets) the row is written as NaN, never as a
-// silently wrong number; the portable kernels take any finite score.
-#define SCORE_RANGE_LOG2 0x1.0p30f
-inline bool row_in_range(float m) { return m == -INFINITY || fabs(m) < SCORE_RANGE_LOG2; }
-
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward_mma(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,

@@ -144,3 +144,22 @@ inline void tf32_split(uint x, uint *big, uint *small) {
         PREPARE_B(left, b_[0], b_[1]);                                                                    \
         PREPARE_B(right, b_[2], b_[3]);                                                                   \
     } while (0)
+
+// ---- the online softmax's maxima, as the forward kernels keep them ---------
+// Row maxima are kept in log2 units (scale x log2(e) folded into scale2).
+// A block's maximum raw score in the log2 units of the row maxima: -inf (no
+// visible key) stays -inf, and the -FLT_MAX floor of a row that sees keys
+// (see the block maxima) is floored again, since scaling may take it to -inf.
+inline float block_max_log2(float raw, float scale2) {
+    return raw == -INFINITY ? -INFINITY : fmax(raw * scale2, -FLT_MAX);
+}
+
+// The exponents are fma(x, scale2, -max) of the exact products against the
+// rounded maximum: for the largest score of a row they are not 0 but the
+// maximum's rounding error, up to half its ulp. That offset cancels in O and
+// LSE as long as exp2 of it neither overflows nor underflows, which holds for
+// |max| < 2^30 (offsets within +-32). Past that (scaled scores beyond ~7e8,
+// far outside what attention meets) the row is written as NaN, never as a
+// silently wrong number; the portable kernels take any finite score.
+#define SCORE_RANGE_LOG2 0x1.0p30f
+inline bool row_in_range(float m) { return m == -INFINITY || fabs(m) < SCORE_RANGE_LOG2; }
