@@ -24,7 +24,9 @@
 // kernels add it to each recomputed score as the forward did, and the dQ
 // kernel, which owns each (b, h, i, j) once, writes dS before soft-capping's
 // derivative to its dbias argument (FLASHCL_DBIAS_PARAMS), exactly as
-// cl/backward.cl's dQ kernel does. As in cl/backward.cl each gradient
+// cl/backward.cl's dQ kernel does. With FLASHCL_BIAS_STAGED (bias rows
+// 16-byte aligned) each block's bias tile is copied to local memory with the
+// block's Q/dO or K/V rows (cl/mma_operands.cl) and read there. As in cl/backward.cl each gradient
 // element has one owner, so there are no atomics and every sum runs in a
 // fixed order: the same inputs give the same bits. (They are not the bits
 // of cl/backward.cl: the matrix unit sums in its own order.)
@@ -141,6 +143,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __local uint4 q_tile4[BLOCK_Q * ROW_WORDS / 4];
     __local uint4 do_tile4[BLOCK_Q * ROW_WORDS / 4];
     __local float lse_tile[BLOCK_Q], delta_tile[BLOCK_Q];
+#if FLASHCL_BIAS_STAGED
+    __local uint4 bias_tile4[BLOCK_Q * BIAS_TILE_ROW(OWN_ROWS)]; // queries x the work-group's keys
+#endif
     __local const uint *q_tile = (__local const uint *)q_tile4;
     __local const uint *do_tile = (__local const uint *)do_tile4;
 
@@ -186,23 +191,36 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_BIAS
         const ulong bias_base = FLASHCL_BIAS_BASE(b, hq);
 #endif
+#if FLASHCL_BIAS_STAGED
+        const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
+#endif
         for (int q0 = q_start; q0 < seqlen_q; q0 += BLOCK_Q) {
             FETCH_TILE(q_tile4, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
             FETCH_TILE(do_tile4, dout, do_base, do_stride_s, q0, seqlen_q, BLOCK_Q);
+#if FLASHCL_BIAS_STAGED
+            FETCH_BIAS_TILE(bias_tile4, q0, BLOCK_Q, seqlen_q, key0, OWN_ROWS, seqlen_k);
+#endif
             COPY_COMMIT();
 #if FLASHCL_BIAS
             // The block's bias in P^T's layout (queries q0 + n * 8 + 2t and
-            // + 1 of keys key_top: x, y; key_bottom: z, w), loaded before the
-            // products so that its latency hides behind them, as in the forward.
+            // + 1 of keys key_top: x, y; key_bottom: z, w): from the staged
+            // tile after the wait below, or loaded now, before the products,
+            // so that its latency hides behind them, as in the forward.
             float4 bias_pre[Q_TILES];
+#if FLASHCL_BIAS_STAGED
+#define BIAS_DKDV(query, key)                                                                                \
+    ((key) < bias_staged_end                                                                                 \
+         ? bias_value_local(bias_tile4 + ((query) - q0) * BIAS_TILE_ROW(OWN_ROWS), (key) - key0)            \
+         : FLASHCL_BIAS_VALUE(bias_base, query, key))
+#else
+#define BIAS_DKDV(query, key) FLASHCL_BIAS_VALUE(bias_base, query, key)
             UNROLL_ALWAYS
             for (int n = 0; n < Q_TILES; ++n) {
                 const int query = q0 + n * 8 + 2 * t;
-                bias_pre[n] = (float4)(FLASHCL_BIAS_VALUE(bias_base, query, key_top),
-                                       FLASHCL_BIAS_VALUE(bias_base, query + 1, key_top),
-                                       FLASHCL_BIAS_VALUE(bias_base, query, key_bottom),
-                                       FLASHCL_BIAS_VALUE(bias_base, query + 1, key_bottom));
+                bias_pre[n] = (float4)(BIAS_DKDV(query, key_top), BIAS_DKDV(query + 1, key_top),
+                                       BIAS_DKDV(query, key_bottom), BIAS_DKDV(query + 1, key_bottom));
             }
+#endif
 #endif
             for (int r = lid; r < BLOCK_Q; r += WG_SIZE) {
                 const bool valid = q0 + r < seqlen_q;
@@ -211,6 +229,14 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             }
             COPY_WAIT(0);
             barrier(CLK_LOCAL_MEM_FENCE);
+#if FLASHCL_BIAS_STAGED
+            UNROLL_ALWAYS
+            for (int n = 0; n < Q_TILES; ++n) {
+                const int query = q0 + n * 8 + 2 * t;
+                bias_pre[n] = (float4)(BIAS_DKDV(query, key_top), BIAS_DKDV(query + 1, key_top),
+                                       BIAS_DKDV(query, key_bottom), BIAS_DKDV(query + 1, key_bottom));
+            }
+#endif
 #if MMA_WARPS_MAY_SKIP
             // A warp whose keys no query of the block sees skips its
             // arithmetic (P^T = 0); warp-uniform.
@@ -306,6 +332,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         }
     }
 
+#if FLASHCL_BIAS
+#undef BIAS_DKDV
+#endif
     const ulong dk_base = dk_offset + (ulong)b * dk_stride_b + (ulong)hk * dk_stride_h;
     const ulong dv_base = dv_offset + (ulong)b * dv_stride_b + (ulong)hk * dv_stride_h;
     STORE_ROWS(dk, dk_base, dk_stride_s, dk_acc, key_top, seqlen_k, scale);
@@ -345,6 +374,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __local uint4 v_tile4[BLOCK_K * ROW_WORDS / 4];
     __local const uint *k_tile = (__local const uint *)k_tile4;
     __local const uint *v_tile = (__local const uint *)v_tile4;
+#if FLASHCL_BIAS_STAGED
+    __local uint4 bias_tile4[OWN_ROWS * BIAS_TILE_ROW(BLOCK_K)]; // the work-group's queries x a key block
+#endif
 
     const int lid = (int)get_local_id(0);
     const int warp = lid / 32, lane = lid % 32;
@@ -384,6 +416,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
     const ulong dbias_base = dbias_offset + (ulong)b * dbias_stride_b + (ulong)h * dbias_stride_h;
 #endif
+#if FLASHCL_BIAS_STAGED
+    const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
+#endif
 
     const int diagonal = seqlen_k - seqlen_q;
     int key_end = seqlen_k;
@@ -392,23 +427,37 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
         FETCH_TILE(k_tile4, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
         FETCH_TILE(v_tile4, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
+#if FLASHCL_BIAS_STAGED
+        FETCH_BIAS_TILE(bias_tile4, q0, OWN_ROWS, seqlen_q, k0, BLOCK_K, seqlen_k);
+#endif
         COPY_COMMIT();
 #if FLASHCL_BIAS
         // The block's bias in S's layout (rows row_top: x, y; row_bottom: z,
-        // w; keys k0 + n * 8 + 2t and + 1), loaded before the products so
-        // that its latency hides behind them, as in the forward.
+        // w; keys k0 + n * 8 + 2t and + 1): from the staged tile after the
+        // wait below, or loaded now, before the products, so that its latency
+        // hides behind them, as in the forward.
         float4 bias_pre[KEY_TILES];
+#define BIAS_DQ_GLOBAL(col)                                                                                  \
+    (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, col), FLASHCL_BIAS_VALUE(bias_base, row_top, (col) + 1), \
+             FLASHCL_BIAS_VALUE(bias_base, row_bottom, col), FLASHCL_BIAS_VALUE(bias_base, row_bottom, (col) + 1))
+#if !FLASHCL_BIAS_STAGED
         UNROLL_ALWAYS
-        for (int n = 0; n < KEY_TILES; ++n) {
-            const int col = k0 + n * 8 + 2 * t;
-            bias_pre[n] = (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, col),
-                                   FLASHCL_BIAS_VALUE(bias_base, row_top, col + 1),
-                                   FLASHCL_BIAS_VALUE(bias_base, row_bottom, col),
-                                   FLASHCL_BIAS_VALUE(bias_base, row_bottom, col + 1));
-        }
+        for (int n = 0; n < KEY_TILES; ++n) bias_pre[n] = BIAS_DQ_GLOBAL(k0 + n * 8 + 2 * t);
+#endif
 #endif
         COPY_WAIT(0);
         barrier(CLK_LOCAL_MEM_FENCE);
+#if FLASHCL_BIAS_STAGED
+        UNROLL_ALWAYS
+        for (int n = 0; n < KEY_TILES; ++n) {
+            const int col = k0 + n * 8 + 2 * t;
+            bias_pre[n] = col < bias_staged_end
+                              ? (float4)(bias_pair_local(bias_tile4 + (row_top - q0) * BIAS_TILE_ROW(BLOCK_K), col - k0),
+                                         bias_pair_local(bias_tile4 + (row_bottom - q0) * BIAS_TILE_ROW(BLOCK_K),
+                                                         col - k0))
+                              : BIAS_DQ_GLOBAL(col);
+        }
+#endif
 #if MMA_WARPS_MAY_SKIP
         const bool warp_active = !causal || k0 <= warp_row0 + 15 + diagonal;
 #else
@@ -519,6 +568,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     }
 #endif
 
+#if FLASHCL_BIAS
+#undef BIAS_DQ_GLOBAL
+#endif
     const ulong dq_base = dq_offset + (ulong)b * dq_stride_b + (ulong)h * dq_stride_h;
     STORE_ROWS(dq, dq_base, dq_stride_s, dq_acc, row_top, seqlen_q, scale);
 }

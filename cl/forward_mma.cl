@@ -57,36 +57,6 @@
 #define WG_SIZE (WARPS * 32)
 #define KEY_TILES (BLOCK_K / 8)      // 8-key accumulator tiles of S
 #define KEY_STEPS (BLOCK_K / MMA_K)  // k-steps of P V
-#ifndef FLASHCL_BIAS_STAGED
-#define FLASHCL_BIAS_STAGED 0
-#endif
-#if FLASHCL_BIAS_STAGED
-#if !FLASHCL_BIAS
-#error "FLASHCL_BIAS_STAGED needs FLASHCL_BIAS"
-#endif
-// The staged tile: BLOCK_Q rows of BLOCK_K bias elements, each row padded by
-// one 16-byte chunk, so that with 16-bit elements the row stride is 4 (mod
-// 32) words and the 32 lanes' pair reads (rows g, keys 2t) hit 32 banks.
-#if FLASHCL_BIAS_F32 || FLASHCL_DTYPE == 0
-#define BIAS_CHUNK 4 // elements per 16-byte chunk
-#else
-#define BIAS_CHUNK 8
-#endif
-#define BIAS_ROW (BLOCK_K + BIAS_CHUNK) // padded row, elements
-#define BIAS_ROW_CHUNKS (BLOCK_K / BIAS_CHUNK)
-// Elements col and col + 1 (col even) of a staged row.
-inline float2 bias_pair_local(__local const uint4 *row, int col) {
-#if FLASHCL_BIAS_F32 || FLASHCL_DTYPE == 0
-    return vload2(0, (__local const float *)row + col);
-#elif FLASHCL_DTYPE == 1
-    return vload_half2(col / 2, (__local const half *)row);
-#else
-    const uint w = ((__local const uint *)row)[col / 2];
-    return (float2)(as_float(w << 16), as_float(w & 0xffff0000u));
-#endif
-}
-#endif
-
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward_mma(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
@@ -102,7 +72,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     __local const uint *k_tile = (__local const uint *)k_tile4;
     __local const uint *v_tile = (__local const uint *)v_tile4;
 #if FLASHCL_BIAS_STAGED
-    __local uint4 bias_tile4[BLOCK_Q * (BIAS_ROW_CHUNKS + 1)]; // with V's block: see the header
+    __local uint4 bias_tile4[BLOCK_Q * BIAS_TILE_ROW(BLOCK_K)]; // with V's block: see the header
 #endif
 
     const int lid = (int)get_local_id(0);
@@ -184,16 +154,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #if FLASHCL_BIAS_STAGED
     // The bias of rows q0.. and keys key0.. as 16-byte chunks; a chunk past seqlen_q, or not wholly before
     // seqlen_k, is zeros (its pairs are read from global memory where they exist: bias_staged_end).
-#define FETCH_BIAS(key0)                                                                                          \
-    for (int e = lid; e < BLOCK_Q * BIAS_ROW_CHUNKS; e += WG_SIZE) {                                              \
-        const int r_ = e / BIAS_ROW_CHUNKS, c_ = e - r_ * BIAS_ROW_CHUNKS;                                        \
-        const int col_ = (key0) + c_ * BIAS_CHUNK;                                                               \
-        const bool valid_ = q0 + r_ < seqlen_q && col_ + BIAS_CHUNK <= seqlen_k;                                 \
-        __global const uint4 *from_ = (__global const uint4 *)(bias + (valid_ ? bias_base +                       \
-            (ulong)(q0 + r_) * bias_stride_s + (ulong)col_ : 0));                                                \
-        COPY16_ASYNC(&bias_tile4[r_ * (BIAS_ROW_CHUNKS + 1) + c_], from_, valid_);                                \
-    }
-    const int bias_staged_end = seqlen_k - seqlen_k % BIAS_CHUNK;
+#define FETCH_BIAS(key0) FETCH_BIAS_TILE(bias_tile4, q0, BLOCK_Q, seqlen_q, key0, BLOCK_K, seqlen_k)
+    const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
 #else
 #define FETCH_BIAS(key0)
 #endif
@@ -318,9 +280,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                 {
                     const int bias_col = k0 + n * 8 + 2 * t;
                     if (bias_col < bias_staged_end) {
-                        const float2 top = bias_pair_local(bias_tile4 + (row_top - q0) * (BIAS_ROW_CHUNKS + 1), n * 8 + 2 * t);
+                        const float2 top = bias_pair_local(bias_tile4 + (row_top - q0) * BIAS_TILE_ROW(BLOCK_K), n * 8 + 2 * t);
                         const float2 bottom =
-                            bias_pair_local(bias_tile4 + (row_bottom - q0) * (BIAS_ROW_CHUNKS + 1), n * 8 + 2 * t);
+                            bias_pair_local(bias_tile4 + (row_bottom - q0) * BIAS_TILE_ROW(BLOCK_K), n * 8 + 2 * t);
                         bias4 = (float4)(top, bottom);
                     } else {
                         bias4 = (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col),

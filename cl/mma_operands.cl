@@ -145,6 +145,62 @@ inline void tf32_split(uint x, uint *big, uint *small) {
         PREPARE_B(right, b_[2], b_[3]);                                                                   \
     } while (0)
 
+// ---- a bias tile staged in local memory (FLASHCL_BIAS_STAGED) ---------------
+// With an additive bias whose rows start 16-byte aligned (the host checked), the tensor-core kernels copy the
+// bias of each block to local memory as 16-byte chunks beside their K/V or Q/dO blocks (cp.async on NVIDIA) and
+// read each score's bias there: the per-pair global loads they replace waited out their latency and issued 8-16
+// times more load instructions (docs/perf.md). Tiles are rows of `cols` elements padded by one chunk (with 16-bit
+// elements, rows 4 (mod 32) words apart: the lanes' reads of rows g or 2t hit distinct banks). Keys from the last
+// whole chunk before seqlen_k on are read from global memory, as without staging.
+#ifndef FLASHCL_BIAS_STAGED
+#define FLASHCL_BIAS_STAGED 0
+#endif
+#if FLASHCL_BIAS_STAGED
+#if !FLASHCL_BIAS
+#error "FLASHCL_BIAS_STAGED needs FLASHCL_BIAS"
+#endif
+#if FLASHCL_BIAS_F32 || FLASHCL_DTYPE == 0
+#define BIAS_CHUNK 4 // elements per 16-byte chunk
+#else
+#define BIAS_CHUNK 8
+#endif
+#define BIAS_TILE_ROW(cols) ((cols) / BIAS_CHUNK + 1) // 16-byte chunks per staged row
+// Elements col and col + 1 (col even), and element col, of a staged row.
+inline float2 bias_pair_local(__local const uint4 *row, int col) {
+#if FLASHCL_BIAS_F32 || FLASHCL_DTYPE == 0
+    return vload2(0, (__local const float *)row + col);
+#elif FLASHCL_DTYPE == 1
+    return vload_half2(col / 2, (__local const half *)row);
+#else
+    const uint w = ((__local const uint *)row)[col / 2];
+    return (float2)(as_float(w << 16), as_float(w & 0xffff0000u));
+#endif
+}
+inline float bias_value_local(__local const uint4 *row, int col) {
+#if FLASHCL_BIAS_F32 || FLASHCL_DTYPE == 0
+    return ((__local const float *)row)[col];
+#elif FLASHCL_DTYPE == 1
+    return vload_half(col, (__local const half *)row);
+#else
+    return as_float((uint)((__local const ushort *)row)[col] << 16);
+#endif
+}
+// Copies the bias of rows row0 .. row0 + ROWS_ and keys col0 .. col0 + COLS_ (bias_base's plane) into tile4; a
+// chunk of a row at or past row_end, or not wholly before col_end, is zeros. Needs `lid` and WG_SIZE, and the
+// kernel's bias arguments (cl/common.cl FLASHCL_BIAS_PARAMS).
+#define FETCH_BIAS_TILE(tile4, row0, ROWS_, row_end, col0, COLS_, col_end)                                      \
+    for (int e_ = lid; e_ < (ROWS_) * ((COLS_) / BIAS_CHUNK); e_ += WG_SIZE) {                                  \
+        const int r_ = e_ / ((COLS_) / BIAS_CHUNK), c_ = e_ - r_ * ((COLS_) / BIAS_CHUNK);                      \
+        const int col_ = (col0) + c_ * BIAS_CHUNK;                                                             \
+        const bool valid_ = (row0) + r_ < (row_end) && col_ + BIAS_CHUNK <= (col_end);                         \
+        __global const uint4 *from_ = (__global const uint4 *)(bias + (valid_ ? bias_base +                     \
+            (ulong)((row0) + r_) * bias_stride_s + (ulong)col_ : 0));                                          \
+        COPY16_ASYNC(&(tile4)[r_ * BIAS_TILE_ROW(COLS_) + c_], from_, valid_);                                 \
+    }
+// The first key whose bias is read from global memory: past the last whole chunk.
+#define BIAS_STAGED_END(seqlen_k) ((seqlen_k) - (seqlen_k) % BIAS_CHUNK)
+#endif
+
 // ---- the online softmax's maxima, as the forward kernels keep them ---------
 // Row maxima are kept in log2 units (scale x log2(e) folded into scale2).
 // A block's maximum raw score in the log2 units of the row maxima: -inf (no

@@ -57,13 +57,13 @@ static void add_options(flashcl_exec_plan *plan, const char *format, ...) {
  * for that kernel), features (they take the score modifiers and the bias, no mask), fp32 without 3xTF32 (slightly short of float's
  * precision: only on request), head_dim, the views' alignment, tiles that
  * fit and the backend's own limits. */
-/* Bytes of one bias element when the tensor-core forward stages the bias
- * tile in local memory (cl/forward_mma.cl, FLASHCL_BIAS_STAGED): a forward
+/* Bytes of one bias element when the tensor-core kernels stage the bias
+ * tile in local memory (cl/mma_operands.cl, FLASHCL_BIAS_STAGED): a call
  * with a bias whose rows start 16-byte aligned (offset and strides multiples
  * of a 16-byte chunk's elements; broadcast strides are 0); else 0. */
 static size_t staged_bias_bytes(const flashcl_problem *p) {
     const flashcl_features *f = p->features;
-    if (p->pass != FLASHCL_PASS_FORWARD || !f->bias) return 0;
+    if (!f->bias) return 0;
     const size_t element = f->bias_dtype == FLASHCL_DTYPE_F32 ? 4 : 2, chunk = 16 / element;
     const flashcl_tensor *v = &f->bias_view;
     if (v->offset % chunk || v->stride_batch % chunk || v->stride_head % chunk || v->stride_seq % chunk) return 0;
@@ -154,6 +154,7 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
                         "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DWARPS=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DFLASHCL_MMA_PTX=%d",
                         (int)desc->dtype, desc->head_dim, t->threads_q, t->block_q, t->block_q, plan->backend->ptx);
             flashcl_features_options(p->features, plan->options, sizeof plan->options);
+            if (staged_bias_bytes(p)) add_options(plan, " -DFLASHCL_BIAS_STAGED=1");
         }
         return;
     }

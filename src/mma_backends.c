@@ -101,13 +101,20 @@ static size_t forward_local_bytes(const flashcl_mma_backend *b, int head_dim, fl
 
 /* Local memory of either tiled backward kernel: two blocks of `step` rows
  * (Q and dO, or K and V) in rows of head_dim / values_per_word + 4 words,
- * the dK/dV kernel's LSE and D of its query block, and the backend's
- * scratch. */
+ * the dK/dV kernel's LSE and D of its query block, the backend's scratch and
+ * a staged bias tile (step x the work-group's rows, as either kernel holds
+ * it, each row padded by one 16-byte chunk). */
 static size_t backward_local_bytes(const flashcl_mma_backend *b, int head_dim, flashcl_dtype dtype, int warps,
-                                   int step) {
+                                   int step, size_t bias_bytes) {
     size_t words = 2 * (size_t)step * (size_t)(head_dim / values_per_word(dtype) + 4) + 2 * (size_t)step;
     words += (size_t)warps * scratch_words(b, dtype);
-    return words * 4;
+    const size_t own = (size_t)warps * ROWS_PER_WARP;
+    size_t bias_tile = 0;
+    if (bias_bytes) {
+        const size_t dkdv = (size_t)step * (own * bias_bytes + 16), dq = own * ((size_t)step * bias_bytes + 16);
+        bias_tile = dkdv > dq ? dkdv : dq;
+    }
+    return words * 4 + bias_tile;
 }
 
 static int target_warps(const flashcl_device_caps *caps, const flashcl_mma_backend *b) {
@@ -160,7 +167,7 @@ static int forward_tiles(const flashcl_device_caps *caps, const flashcl_mma_back
 }
 
 static int backward_tiles(const flashcl_device_caps *caps, const flashcl_mma_backend *b, int head_dim,
-                          flashcl_dtype dtype, flashcl_plan *plan) {
+                          flashcl_dtype dtype, size_t bias_bytes, flashcl_plan *plan) {
     const int lanes = b->subgroup_width;
 #ifdef FLASHCL_MMA_EXPERIMENT
     const char *forced = getenv("FLASHCL_MMA_BACKWARD_TILES");
@@ -168,7 +175,7 @@ static int backward_tiles(const flashcl_device_caps *caps, const flashcl_mma_bac
     if (forced && sscanf(forced, "%d,%d", &forced_warps, &forced_step) == 2) {
         *plan = (flashcl_plan){forced_step, ROWS_PER_WARP * forced_warps, forced_warps, lanes,
                                (size_t)forced_warps * lanes,
-                               backward_local_bytes(b, head_dim, dtype, forced_warps, forced_step)};
+                               backward_local_bytes(b, head_dim, dtype, forced_warps, forced_step, bias_bytes)};
         return 1;
     }
 #endif
@@ -186,7 +193,7 @@ static int backward_tiles(const flashcl_device_caps *caps, const flashcl_mma_bac
     static const int steps[] = {64, 32, 16};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; ++i) {
         if (steps[i] > max_step && steps[i] > 16) continue;
-        const size_t local = backward_local_bytes(b, head_dim, dtype, warps, steps[i]);
+        const size_t local = backward_local_bytes(b, head_dim, dtype, warps, steps[i], bias_bytes);
         if (local <= caps->limits.local_mem_bytes) {
             *plan = (flashcl_plan){steps[i], ROWS_PER_WARP * warps, warps, lanes, (size_t)warps * lanes, local};
             return 1;
@@ -198,5 +205,5 @@ static int backward_tiles(const flashcl_device_caps *caps, const flashcl_mma_bac
 int flashcl_mma_choose_tiles(const flashcl_device_caps *caps, const flashcl_mma_backend *b, flashcl_pass pass,
                              int head_dim, flashcl_dtype dtype, size_t staged_bias_bytes, flashcl_plan *plan) {
     return pass == FLASHCL_PASS_FORWARD ? forward_tiles(caps, b, head_dim, dtype, staged_bias_bytes, plan)
-                                        : backward_tiles(caps, b, head_dim, dtype, plan);
+                                        : backward_tiles(caps, b, head_dim, dtype, staged_bias_bytes, plan);
 }

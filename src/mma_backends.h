@@ -39,7 +39,7 @@ int flashcl_mma_problem_supported(int head_dim);
 
 /* The tensor-core kernels' tiles for pass on caps' device with backend b:
  * 0 if none fits. staged_bias_bytes: the bytes of one bias element the
- * forward stages in local memory (cl/forward_mma.cl FLASHCL_BIAS_STAGED), 0
+ * kernels stage in local memory (cl/mma_operands.cl FLASHCL_BIAS_STAGED), 0
  * for none. The plan's threads_q is the warp count, threads_k the
  * sub-group width; in the backward, block_q the rows streamed per step and
  * block_k the resident rows (16 per warp). */

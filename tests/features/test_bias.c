@@ -615,18 +615,20 @@ static void biased_backward(flashcl_context *ctx, const fh_case *c, const fh_inp
 }
 
 /* The tensor-core backward (emulated here, real on NVIDIA) with soft-capping, ALiBi and a bias at once on f16
- * data, causal GQA with more queries than keys (rows 0-19 see no key): a float32 bias of full shape (its dBias
- * written by the dQ kernel directly, at an offset with padded rows), a float32 (1, 1) one (dBias through the
- * scratch and the reduction) and a half (1, 1) one; each with a row hidden whole by -inf and scattered -inf pairs.
- * O and LSE under the forward's rule, dQ, dK, dV and dBias under the 16-bit backward rule against the double
+ * data, causal GQA with more queries than keys (rows 0-21 see no key): a float32 bias of full shape (its dBias
+ * written by the dQ kernel directly, at an odd offset with padded rows: read pair by pair from global memory), a
+ * float32 (1, 1) one (dBias through the scratch and the reduction) and a half (1, 1) one, both in 16-byte aligned
+ * rows (offset 8, rows padded to 80), so both kernels stage their bias tiles in local memory and read the keys past
+ * the last whole chunk (76-77, 72-77) from global memory; each with a row hidden whole by -inf and scattered -inf
+ * pairs. O and LSE under the forward's rule, dQ, dK, dV and dBias under the 16-bit backward rule against the double
  * reference, dQ and dBias exactly 0 on empty rows and dBias on every hidden pair, and a second run bit for bit the
- * same. Two emulated builds (the float32 bias's and the half one's): where sweeps run diagonally (rusticl) the
- * first alone. */
+ * same. Three emulated builds (unstaged, staged float32, staged half): where sweeps run diagonally (rusticl) the
+ * two float32 ones. */
 START_TEST(tensor_core_backward) {
-    fh_case c = fh_case_make("100x80 d32 f16 causal gqa 4/2 softcap 2 + alibi + bias, tensor-core backward", 2, 4, 2,
-                             100, 80, 32, 1);
+    fh_case c = fh_case_make("100x78 d32 f16 causal gqa 4/2 softcap 2 + alibi + bias, tensor-core backward", 2, 4, 2,
+                             100, 78, 32, 1);
     c.desc.dtype = FLASHCL_DTYPE_F16;
-    const int sq = 100, sk = 80, hidden_row = 60, empty_rows = sq - sk; /* causal: row i sees keys j <= i - 20 */
+    const int sq = 100, sk = 78, hidden_row = 60, empty_rows = sq - sk; /* causal: row i sees keys j <= i - 22 */
     fh_inputs in;
     fh_inputs_make(&c, 72, &in);
     for (size_t i = 0; i < in.q_count; ++i) in.q[i] *= 4.0f; /* scaled scores of a few units: the cap bends them */
@@ -638,7 +640,7 @@ START_TEST(tensor_core_backward) {
     flashcl_attention_extras ex = no_extras();
     ex.softcap = 2.0f;
     ex.alibi_slopes_host = slopes;
-    const ts_placement padded = {FLASHCL_LAYOUT_BHSD, 5, 3};
+    const ts_placement padded = {FLASHCL_LAYOUT_BHSD, 5, 3}, aligned = {FLASHCL_LAYOUT_BHSD, 8, 2};
     static const struct {
         int bb, bh;
         flashcl_dtype dtype;
@@ -654,14 +656,14 @@ START_TEST(tensor_core_backward) {
                  bias_dtype == FLASHCL_DTYPE_F32 ? "float32" : "half", bb, bh);
         float *bias = random_bias(&c, bb, bh, 1000 + (uint64_t)v, -2.0f, 2.0f, bias_dtype);
         for (size_t i = 3; i < n; i += 13) bias[i] = -INFINITY;
-        /* A row hidden whole (in the last (b, h) plane of the bias): it sees keys 0-40 otherwise. */
+        /* A row hidden whole (in the last (b, h) plane of the bias): it sees keys 0-38 otherwise. */
         for (int j = 0; j < sk; ++j) bias[n - plane(&c) + (size_t)hidden_row * sk + (size_t)j] = -INFINITY;
 
         fh_result r, again;
         float *dbias = malloc(n * sizeof *dbias), *dbias_again = malloc(n * sizeof *dbias_again);
         double *gold = malloc(n * sizeof *gold), *grads = malloc(grads_n * sizeof *grads);
         ck_assert(dbias && dbias_again && gold && grads);
-        const ts_placement *place = v == 0 ? &padded : &contiguous;
+        const ts_placement *place = v == 0 ? &padded : &aligned;
         biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, place, &r, dbias);
         flashcl_call_stats s;
         ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
@@ -672,6 +674,8 @@ START_TEST(tensor_core_backward) {
                                                           ? "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1 "
                                                             "-DFLASHCL_BIAS_F32=1"
                                                           : "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1"));
+        ck_assert_msg((strstr(s.build_options, "-DFLASHCL_BIAS_STAGED=1") != NULL) == (v > 0), "%s: built with %s",
+                      label, s.build_options);
 
         const flashcl_reference_extras mods = {
             .softcap = 2.0, .alibi_slopes = slopes, .bias = bias, .bias_batch = bb, .bias_heads = bh};
@@ -910,17 +914,12 @@ START_TEST(dispatch_options) {
         const flashcl_call_stats with_bias = fh_explain(ctx, (flashcl_pass)pass, &d, &biased);
         ck_assert_int_eq(with_bias.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
         char expected[FLASHCL_BUILD_OPTIONS_CAPACITY + 64];
-        /* The forward stages the bias tile in local memory (its rows start 16-byte aligned), which may take a
-         * narrower key block where local memory is small (rusticl's 32 KiB): the defines are the dense call's
-         * plus the bias's. */
+        /* Both passes stage the bias tile in local memory (its rows start 16-byte aligned), which may take
+         * narrower blocks where local memory is small (rusticl's 32 KiB): the defines are the dense call's plus
+         * the bias's. */
         const char *staged = " -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 -DFLASHCL_BIAS_STAGED=1";
-        if (pass == FLASHCL_PASS_FORWARD) {
-            const size_t n = strlen(with_bias.build_options), m = strlen(staged);
-            ck_assert_msg(n > m && strcmp(with_bias.build_options + n - m, staged) == 0, "%s", with_bias.build_options);
-        } else {
-            snprintf(expected, sizeof expected, "%s -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1", dense.build_options);
-            ck_assert_str_eq(with_bias.build_options, expected);
-        }
+        const size_t n = strlen(with_bias.build_options), m = strlen(staged);
+        ck_assert_msg(n > m && strcmp(with_bias.build_options + n - m, staged) == 0, "%s", with_bias.build_options);
         /* An offset of one float: read pair by pair from global memory, not staged: the dense tiles. */
         flashcl_attention_extras shifted = biased;
         shifted.bias.offset = 1;
