@@ -214,12 +214,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
          : FLASHCL_BIAS_VALUE(bias_base, query, key))
 #else
 #define BIAS_DKDV(query, key) FLASHCL_BIAS_VALUE(bias_base, query, key)
-            UNROLL_ALWAYS
-            for (int n = 0; n < Q_TILES; ++n) {
-                const int query = q0 + n * 8 + 2 * t;
-                bias_pre[n] = (float4)(BIAS_DKDV(query, key_top), BIAS_DKDV(query + 1, key_top),
-                                       BIAS_DKDV(query, key_bottom), BIAS_DKDV(query + 1, key_bottom));
-            }
+#endif
+#define BIAS_DKDV_BLOCK()                                                                                    \
+    UNROLL_ALWAYS                                                                                            \
+    for (int n = 0; n < Q_TILES; ++n) {                                                                      \
+        const int query = q0 + n * 8 + 2 * t;                                                                \
+        bias_pre[n] = (float4)(BIAS_DKDV(query, key_top), BIAS_DKDV(query + 1, key_top),                     \
+                               BIAS_DKDV(query, key_bottom), BIAS_DKDV(query + 1, key_bottom));              \
+    }
+#if !FLASHCL_BIAS_STAGED
+            BIAS_DKDV_BLOCK();
 #endif
 #endif
             for (int r = lid; r < BLOCK_Q; r += WG_SIZE) {
@@ -230,12 +234,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             COPY_WAIT(0);
             barrier(CLK_LOCAL_MEM_FENCE);
 #if FLASHCL_BIAS_STAGED
-            UNROLL_ALWAYS
-            for (int n = 0; n < Q_TILES; ++n) {
-                const int query = q0 + n * 8 + 2 * t;
-                bias_pre[n] = (float4)(BIAS_DKDV(query, key_top), BIAS_DKDV(query + 1, key_top),
-                                       BIAS_DKDV(query, key_bottom), BIAS_DKDV(query + 1, key_bottom));
-            }
+            BIAS_DKDV_BLOCK();
 #endif
 #if MMA_WARPS_MAY_SKIP
             // A warp whose keys no query of the block sees skips its
@@ -334,6 +333,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 
 #if FLASHCL_BIAS
 #undef BIAS_DKDV
+#undef BIAS_DKDV_BLOCK
 #endif
     const ulong dk_base = dk_offset + (ulong)b * dk_stride_b + (ulong)hk * dk_stride_h;
     const ulong dv_base = dv_offset + (ulong)b * dv_stride_b + (ulong)hk * dv_stride_h;
