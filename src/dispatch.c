@@ -441,8 +441,9 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
         return FLASHCL_SUCCESS;
     }
     if (decode_plan(caps, settings, problem, plan)) {
-        plan->predicted_global_bytes =
-            flashcl_decode_io_bytes(problem, &plan->tiles) + split_bytes(plan, desc->head_dim);
+        plan->predicted_global_bytes = flashcl_decode_io_bytes(problem, &plan->tiles) +
+                                       split_bytes(plan, desc->head_dim) +
+                                       flashcl_io_model_bias_bytes(desc, problem->features, problem->pass);
         return FLASHCL_SUCCESS;
     }
     /* A KV cache has no other kernel (its paging and lengths live in cl/decode.cl alone). */
@@ -477,8 +478,9 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
                       "the backward pass needs %zu bytes of scratch, the memory budget is %zu",
                       plan->extra_device_bytes, settings->memory_budget);
     }
-    plan->predicted_global_bytes =
-        flashcl_io_model_bytes(desc, settings->impl, problem->pass, &plan->tiles) + split_bytes(plan, desc->head_dim);
+    plan->predicted_global_bytes = flashcl_io_model_bytes(desc, settings->impl, problem->pass, &plan->tiles) +
+                                   split_bytes(plan, desc->head_dim) +
+                                   flashcl_io_model_bias_bytes(desc, problem->features, problem->pass);
     return FLASHCL_SUCCESS;
 }
 

@@ -82,6 +82,14 @@ void flashcl_program_cache_free(flashcl_context *ctx);
  * standard implementation). */
 double flashcl_io_model_bytes(const flashcl_attention_desc *desc, flashcl_impl impl, flashcl_pass pass,
                               const flashcl_plan *plan);
+/* The IO model's bytes of an additive bias (f: the call's features; 0 without one): the entries each (batch, query
+ * head) may see (causal counted, a window not: an upper bound there), read once by the forward and once by each
+ * backward kernel, as the kernels request them (a broadcast plane is read again for every head that uses it;
+ * caches may serve the repeats), and the backward's dBias: every entry of (B, Hq, Sq, Sk) written in the bias's
+ * type, or through a float scratch written, read back and reduced into the bias's shape (io_model.c). */
+struct flashcl_features;
+double flashcl_io_model_bias_bytes(const flashcl_attention_desc *desc, const struct flashcl_features *f,
+                                   flashcl_pass pass);
 
 /* Default scale when desc->scale is 0. */
 float flashcl_effective_scale(const flashcl_attention_desc *desc);

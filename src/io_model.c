@@ -187,3 +187,21 @@ double flashcl_io_model_bytes(const flashcl_attention_desc *desc, flashcl_impl i
     if (!plan || plan->block_q < 1 || plan->block_k < 1) return 0.0;
     return pass == FLASHCL_PASS_FORWARD ? flash_forward_bytes(desc, plan, e) : flash_backward_bytes(desc, plan, e);
 }
+
+double flashcl_io_model_bias_bytes(const flashcl_attention_desc *desc, const flashcl_features *f, flashcl_pass pass) {
+    if (!f || !f->bias) return 0.0;
+    const double eb = (double)flashcl_dtype_size(f->bias_dtype), heads = (double)desc->batch * desc->heads_q;
+    /* Read where a score is computed: once by the forward, once by each backward kernel (dK/dV, dQ). */
+    const double passes = pass == FLASHCL_PASS_FORWARD ? 1.0 : 2.0;
+    double bytes = passes * visible_entries(desc) * eb * heads;
+    if (pass == FLASHCL_PASS_BACKWARD && f->dbias_view.buffer) {
+        const double full = heads * (double)desc->seqlen_q * (double)desc->seqlen_k;
+        if (f->dbias_direct)
+            bytes += full * eb;
+        else /* the float scratch written and read back, then the bias's own shape written */
+            bytes += 2.0 * full * 4.0 +
+                     (double)f->bias_shape.batch * (double)f->bias_shape.heads * (double)desc->seqlen_q *
+                         (double)desc->seqlen_k * eb;
+    }
+    return bytes;
+}

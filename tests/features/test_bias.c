@@ -924,7 +924,13 @@ START_TEST(dispatch_options) {
         flashcl_attention_extras shifted = biased;
         shifted.bias.offset = 1;
         snprintf(expected, sizeof expected, "%s -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1", dense.build_options);
-        ck_assert_str_eq(fh_explain(ctx, (flashcl_pass)pass, &d, &shifted).build_options, expected);
+        const flashcl_call_stats unstaged = fh_explain(ctx, (flashcl_pass)pass, &d, &shifted);
+        ck_assert_str_eq(unstaged.build_options, expected);
+        /* The IO model counts the bias (same tiles as dense): B x Hq x Sq x Sk floats per kernel that reads it,
+         * one forward, two backward. */
+        const double plane_bytes = 2.0 * 4 * 64 * 64 * sizeof(float);
+        ck_assert_double_eq_tol(unstaged.predicted_global_bytes - dense.predicted_global_bytes,
+                                (pass == FLASHCL_PASS_FORWARD ? 1.0 : 2.0) * plane_bytes, 0.5);
         ck_assert(strstr(dense.build_options, "BIAS") == NULL && strstr(portable.build_options, "BIAS") == NULL);
         if (pass == FLASHCL_PASS_BACKWARD) {
             /* A (1, Hq) bias's dBias: a (B, Hq, Sq, Sk) float scratch beyond what the call needs without it. */
@@ -932,6 +938,9 @@ START_TEST(dispatch_options) {
             with_dbias.dbias = (flashcl_tensor){buffer, 0, 0, 64 * 64, 64};
             const flashcl_call_stats s = fh_explain(ctx, FLASHCL_PASS_BACKWARD, &d, &with_dbias);
             ck_assert_uint_eq(s.extra_device_bytes, with_bias.extra_device_bytes + 2 * 4 * 64 * 64 * sizeof(float));
+            /* and its traffic: the scratch written and read back, then the (1, Hq) dBias written. */
+            ck_assert_double_eq_tol(s.predicted_global_bytes - with_bias.predicted_global_bytes,
+                                    2.0 * plane_bytes + 4.0 * 64 * 64 * sizeof(float), 0.5);
         }
     }
     /* One query row takes a decode kernel with a bias too (here the matrix-unit one; with tensor cores off the
