@@ -14,7 +14,8 @@
 //   FLASHCL_SOFTCAP, FLASHCL_ALIBI  the score modifiers (cl/common.cl), applied where the scores are scaled
 //   FLASHCL_BIAS (FLASHCL_BIAS_F32)  the additive bias (cl/common.cl), added after the score modifiers and
 //                   before the masks; each packed row reads the plane of its own (batch, query head) at its own
-//                   position, work-item t key k0 + t of every row (consecutive work-items, consecutive keys)
+//                   position, work-item t key k0 + t of every row (consecutive work-items, consecutive keys;
+//                   with a KV cache, k0 + t is the key's position in its sequence: cl/decode_common.cl)
 //   FLASHCL_SPLIT_KV, FLASHCL_KV_CACHE, FLASHCL_KV_PAGED  as cl/decode_common.cl (placed before this file) says
 //
 // Packed rows: the group_size query heads that share KV head hk and the seqlen_q positions form

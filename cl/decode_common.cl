@@ -6,7 +6,10 @@
 //   FLASHCL_SPLIT_KV  1: work-group z takes keys [z * split_keys, + split_keys) only and writes its
 //                   unnormalised partial to part_o and part_stats in the layout cl/split_combine.cl merges
 //   FLASHCL_KV_CACHE  1: a KV cache (flashcl_forward_kv_cache): sequence b has cache_seqlens[b] + new_rows
-//                   keys (seqlen_k is ignored), its query rows being the last seqlen_q positions
+//                   keys (seqlen_k is ignored), its query rows being the last seqlen_q positions. A bias
+//                   (FLASHCL_BIAS) is then a plane per (b, head) of seqlen_q rows by the cache's key positions
+//                   (bias_stride_s apart); key position j of sequence b is column j, and since DECODE_SEQUENCE_KEYS
+//                   sets seqlen_k to the sequence's own count, FLASHCL_BIAS_VALUE reads no column past it
 //   FLASHCL_KV_PAGED  1: the cache is paged: row j of sequence b is row j % page_size of page
 //                   block_table[b * max_pages + j / page_size], pages stride_b apart in K and V
 //
@@ -27,9 +30,6 @@
 #endif
 #if FLASHCL_BLOCK_MASK || FLASHCL_DROPOUT || FLASHCL_VARLEN
 #error "the decode kernels take dense and windowed calls (and the score modifiers and the bias) only"
-#endif
-#if FLASHCL_BIAS && FLASHCL_KV_CACHE
-#error "the KV-cache call takes no bias: its sequences have key counts of their own (src/kv_cache.c)"
 #endif
 
 #if FLASHCL_SPLIT_KV

@@ -560,11 +560,14 @@ typedef struct flashcl_attention_extras {
      * forward and backward run it too (with causal, GQA and the score
      * modifiers; the backward's dQ kernel writes dBias as the portable one
      * does); the decode kernels (forwards of at most 8 query positions)
-     * run it too.
+     * run it too, flashcl_forward_kv_cache_ex's included: there seqlen_k
+     * is the cache's key positions (capacity, or max_pages * page_size)
+     * and column j of sequence b's rows is its key position j (see
+     * flashcl_forward_kv_cache_ex).
      * Refused (FLASHCL_ERROR_UNSUPPORTED): with a packed
-     * batch (cu_seqlens) and by flashcl_forward_kv_cache_ex (their
-     * sequences each have their own key count, so one (Sq, Sk) plane has
-     * no single meaning), and by the standard implementation. bias.buffer NULL: no bias (the other bias
+     * batch (cu_seqlens; its sequences each have their own key count, so
+     * one (Sq, Sk) plane has no single meaning there), and by the standard
+     * implementation. bias.buffer NULL: no bias (the other bias
      * fields must then be zero). */
     flashcl_tensor bias;
     int bias_batch;           /* 1 or desc->batch */
@@ -830,7 +833,8 @@ static inline void flashcl_kv_cache_init(flashcl_kv_cache *cache) {
 /* Attention of q against a KV cache, with an optional append first.
  * desc: batch, heads_q, heads_kv, seqlen_q (query rows per sequence),
  * head_dim, dtype, scale, causal and the sliding window as for
- * flashcl_forward; seqlen_k is ignored (each sequence has its own length).
+ * flashcl_forward; seqlen_k is ignored (each sequence has its own length;
+ * a bias's last dimension is the cache's key positions, see _ex).
  * q, o: (batch, heads_q, seqlen_q, head_dim) views; lse as for
  * flashcl_forward, NULL allowed. Runs the decode kernel
  * (FLASHCL_KERNEL_DECODE) whatever seqlen_q, split along the keys as
@@ -847,12 +851,30 @@ FLASHCL_API flashcl_status flashcl_forward_kv_cache(flashcl_context *ctx, const 
                                                     cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
                                                     cl_event *event);
 
-/* flashcl_forward_kv_cache with extras (NULL: none, the same call). Only
- * the score modifiers apply (softcap and ALiBi, see flashcl_attention_extras):
- * per-batch slopes are per sequence of the cache, and query row i of
- * sequence b stands at key position i + L_b - seqlen_q, L_b its keys
- * (cache_seqlens[b], plus seqlen_q with new rows). A block mask or a packed
- * batch in extras is refused (FLASHCL_ERROR_UNSUPPORTED, nothing written). */
+/* flashcl_forward_kv_cache with extras (NULL: none, the same call). The
+ * score modifiers (softcap and ALiBi, see flashcl_attention_extras) and the
+ * additive bias apply: per-batch slopes are per sequence of the cache, and
+ * query row i of sequence b stands at key position i + L_b - seqlen_q, L_b
+ * its keys (cache_seqlens[b], plus seqlen_q with new rows).
+ * The bias (llama.cpp's KQ mask over its KV cache) is a view of shape
+ * (bias_batch, bias_heads, seqlen_q, S) with S the cache's key positions:
+ * capacity for a contiguous cache, max_pages * page_size for a paged one;
+ * dtype, strides (0 to broadcast) and the other fields as for the bias of
+ * flashcl_forward_ex. Column j of row i of sequence b (head h) is the bias
+ * of key position j of that sequence: cache row j, the new rows being
+ * positions cache_seqlens[b] .. cache_seqlens[b] + seqlen_q - 1. Columns
+ * at or past L_b are never read (they may hold anything), so one plane
+ * serves a decode loop whose lengths grow. A -inf bias hides its pair (a
+ * row left with no finite score is empty: O = 0, LSE = -inf), a NaN one
+ * makes its row NaN, with causal, the window, GQA, softcap and ALiBi per
+ * sequence as above. A view past its buffer (a plane of one sequence's
+ * length instead of S columns, or of fewer than seqlen_q rows, say) is
+ * FLASHCL_ERROR_BUFFER_TOO_SMALL, bias_batch/bias_heads other than 1 or
+ * full and a wrong dtype FLASHCL_ERROR_INVALID_ARGUMENT, a bias that
+ * overlaps O, LSE or a cache the append writes FLASHCL_ERROR_ALIASING;
+ * nothing written. The call is a forward pass: extras->dbias is ignored,
+ * as by flashcl_forward_ex. A block mask or a packed batch in extras is
+ * refused (FLASHCL_ERROR_UNSUPPORTED, nothing written). */
 FLASHCL_API flashcl_status flashcl_forward_kv_cache_ex(flashcl_context *ctx, const flashcl_attention_desc *desc,
                                                        const flashcl_attention_extras *extras, const flashcl_tensor *q,
                                                        const flashcl_kv_cache *cache, const flashcl_tensor *o,

@@ -55,8 +55,8 @@ static size_t iterations_per_step(size_t d, size_t rows, size_t threads) {
 int flashcl_decode_applies(const flashcl_settings *s, const flashcl_problem *p) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_features *f = p->features;
-    /* The bias is read pair by pair where each score is (both decode kernels): it needs no kernel of its own.
-     * The KV-cache call never brings one (src/kv_cache.c refuses it). */
+    /* The bias is read pair by pair where each score is (both decode kernels, the KV-cache call's included): it
+     * needs no kernel of its own. */
     if (p->pass != FLASHCL_PASS_FORWARD || f->block_mask || f->dropout || f->varlen.on || desc->head_dim > 256)
         return 0;
     /* A KV cache has no other kernel. */

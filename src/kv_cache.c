@@ -1,5 +1,6 @@
 /* kv_cache.c: flashcl_forward_kv_cache(_ex): validate the cache and its lengths (nothing is enqueued on an error),
  * dispatch (the decode kernel, kv_cache set), launch (append first, then the attention). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,8 +128,8 @@ done:
     return status;
 }
 
-/* Shapes, contexts and sizes of every tensor; no output overlapping another tensor, the length buffers or the
- * ALiBi slopes. */
+/* Shapes, contexts and sizes of every tensor; no output overlapping another tensor, the length buffers, the
+ * ALiBi slopes or the bias. */
 static flashcl_status check_tensors(flashcl_context *ctx, const flashcl_attention_desc *d, const flashcl_tensor *q,
                                     const flashcl_kv_cache *c, const flashcl_tensor *o, const flashcl_tensor *lse,
                                     const flashcl_features *f) {
@@ -140,12 +141,12 @@ static flashcl_status check_tensors(flashcl_context *ctx, const flashcl_attentio
                                        paged ? (size_t)c->page_size : (size_t)c->capacity, (size_t)d->head_dim, e};
     const flashcl_shape new_shape = {(size_t)d->batch, (size_t)d->heads_kv, (size_t)d->seqlen_q, (size_t)d->head_dim,
                                      e};
-    enum { Q, K, V, KN, VN, O, LSE, SEQLENS, TABLE, SLOPES, COUNT };
+    enum { Q, K, V, KN, VN, O, LSE, SEQLENS, TABLE, SLOPES, BIAS, COUNT };
     const char *names[COUNT] = {"q", "k cache", "v cache", "k_new", "v_new", "o", "lse", "cache_seqlens",
-                                "block_table", "alibi_slopes"};
+                                "block_table", "alibi_slopes", "bias"};
     flashcl_extent x[COUNT];
-    int present[COUNT] = {1, 1, 1, append, append, 1, lse != NULL, 1, paged, f->alibi_buffer != NULL};
-    int output[COUNT] = {0, append, append, 0, 0, 1, 1, 0, 0, 0};
+    int present[COUNT] = {1, 1, 1, append, append, 1, lse != NULL, 1, paged, f->alibi_buffer != NULL, f->bias};
+    int output[COUNT] = {0, append, append, 0, 0, 1, 1, 0, 0, 0, 0};
     flashcl_status status;
     if ((status = flashcl_validate_tensor(ctx, "q", q, &q_shape, 0, &x[Q])) ||
         (status = flashcl_validate_tensor(ctx, "k cache", &c->k, &cache_shape, append, &x[K])) ||
@@ -163,6 +164,20 @@ static flashcl_status check_tensors(flashcl_context *ctx, const flashcl_attentio
         flashcl_alibi_view(d, f, &view, &shape);
         if ((status = flashcl_validate_tensor(ctx, "alibi_slopes", &view, &shape, 0, &x[SLOPES]))) return status;
         x[SLOPES].elem_size = 0; /* compared by byte span */
+    }
+    if (f->bias) {
+        /* (bias_batch, bias_heads, seqlen_q, the cache's key positions): d->seqlen_k is cache_keys() here, so a
+         * plane sized by one sequence's length, or by Sq rows too few, reaches past its buffer. The plain
+         * validator's message gives the bytes; this one adds what the last dimension means in a cache call. */
+        if ((status = flashcl_validate_tensor(ctx, "bias", &f->bias_view, &f->bias_shape, 0, &x[BIAS]))) {
+            char detail[FLASHCL_ERROR_CAPACITY];
+            snprintf(detail, sizeof detail, "%s", ctx->error);
+            return flashcl_fail(ctx, status,
+                                "%s (a KV-cache call's bias is (bias_batch, bias_heads, seqlen_q %d, %d key positions: "
+                                "the cache's %s), row i of sequence b holding key position j at column j)",
+                                detail, d->seqlen_q, d->seqlen_k, paged ? "max_pages x page_size" : "capacity");
+        }
+        x[BIAS].elem_size = 0; /* compared by byte span: its zero strides are no output's geometry */
     }
     for (int i = 0; i < COUNT; ++i) {
         if (!present[i] || !output[i]) continue;
@@ -205,15 +220,8 @@ flashcl_status flashcl_forward_kv_cache_ex(flashcl_context *ctx, const flashcl_a
     if (extras && (extras->block_mask || extras->cu_seqlens_q || extras->cu_seqlens_k || extras->cu_seqlens_q_host ||
                    extras->cu_seqlens_k_host))
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                            "flashcl_forward_kv_cache_ex takes the score modifiers only: no %s",
+                            "flashcl_forward_kv_cache_ex takes the score modifiers and the bias only: no %s",
                             extras->block_mask ? "block mask" : "packed batch (cu_seqlens)");
-    /* A bias plane is (Sq, Sk) for every sequence alike, but a cache's sequences each have their own key count
-     * (cache_seqlens[b] + the new rows): the same column would be a different key in each sequence. */
-    if (extras && extras->bias.buffer)
-        return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                            "flashcl_forward_kv_cache_ex takes no attention bias: the cache's sequences have key "
-                            "counts of their own, so one (Sq, Sk) bias plane has no single meaning (flashcl_forward_ex "
-                            "takes a bias)");
     cache = &full_cache;
     status = check_layout(ctx, cache);
     if (status != FLASHCL_SUCCESS) return status;
@@ -224,7 +232,12 @@ flashcl_status flashcl_forward_kv_cache_ex(flashcl_context *ctx, const flashcl_a
     if (d.dropout_p > 0.0f)
         return flashcl_fail(ctx, FLASHCL_ERROR_UNSUPPORTED, "flashcl_forward_kv_cache: no dropout (inference only)");
     flashcl_features features;
+    /* With d.seqlen_k the cache's key positions, the bias resolves to (bias_batch, bias_heads, Sq, cache_keys):
+     * column j of sequence b is its key position j (cache row j, the new rows at cache_seqlens[b]..), and the
+     * kernels read no column at or past the sequence's own key count. */
     if ((status = flashcl_features_resolve(ctx, &d, extras, &features))) return status;
+    features.dbias_view.buffer = NULL; /* a forward-only call ignores dbias, as flashcl_forward_ex does */
+    features.dbias_direct = 0;
     if ((status = check_tensors(ctx, &d, q, cache, o, lse, &features))) return status;
     if ((status = flashcl_validate_wait_list(ctx, num_events_in_wait_list, event_wait_list))) return status;
     const int append = cache->k_new != NULL;

@@ -496,7 +496,7 @@ int flashcl_cmd_run(int argc, char **argv) {
     /* Files next: a bad file is reported before any OpenCL start-up cost. */
     if (run_load_inputs(&s.options, &s.inputs) != 0 ||
         run_score_mods_load(&s.options, call_desc(&s)->batch, s.inputs.desc.heads_q, &s.mods) != 0 ||
-        run_bias_load(&s.options, &s.inputs.desc, &s.bias) != 0) {
+        run_bias_load(&s.options, &s.inputs.desc, NULL, &s.bias) != 0) {
         run_score_mods_free(&s.mods);
         run_bias_free(&s.bias);
         run_free_inputs(&s.inputs);

@@ -15,7 +15,7 @@ static float to_float(const void *data, flashcl_dtype dtype, size_t i) {
     return dtype == FLASHCL_DTYPE_F16 ? half_to_float(bits) : bf16_to_float(bits);
 }
 
-int run_bias_load(const run_options *o, const flashcl_attention_desc *d, run_bias *b) {
+int run_bias_load(const run_options *o, const flashcl_attention_desc *d, const char *keys_note, run_bias *b) {
     memset(b, 0, sizeof *b);
     if (!o->bias_path) return 0;
     if (run_load_npy(o->bias_path, &b->file) != 0) return -1;
@@ -35,8 +35,8 @@ int run_bias_load(const run_options *o, const flashcl_attention_desc *d, run_bia
     if (a->rank != 4 || (a->shape[0] != 1 && a->shape[0] != (size_t)d->batch) ||
         (a->shape[1] != 1 && a->shape[1] != (size_t)d->heads_q) || a->shape[2] != (size_t)d->seqlen_q ||
         a->shape[3] != (size_t)d->seqlen_k)
-        return run_file_error(o->bias_path, "shape %s is not (B|1, Hq|1, Sq, Sk) = (%d|1, %d|1, %d, %d)", shape,
-                              d->batch, d->heads_q, d->seqlen_q, d->seqlen_k);
+        return run_file_error(o->bias_path, "shape %s is not (B|1, Hq|1, Sq, Sk) = (%d|1, %d|1, %d, %d)%s", shape,
+                              d->batch, d->heads_q, d->seqlen_q, d->seqlen_k, keys_note ? keys_note : "");
     b->batch = (int)a->shape[0];
     b->heads = (int)a->shape[1];
     b->bytes = a->count * npy_dtype_size(a->dtype);
@@ -101,6 +101,16 @@ float *run_bias_dbias_floats(const run_bias *b) {
     float *out = malloc((b->file.count ? b->file.count : 1) * sizeof *out);
     if (!out) return NULL;
     for (size_t i = 0; i < b->file.count; ++i) out[i] = to_float(b->dbias_host, b->dtype, i);
+    return out;
+}
+
+float *run_bias_columns(const run_bias *b, const flashcl_attention_desc *d, int batch, int keys) {
+    const size_t rows = (size_t)b->heads * (size_t)d->seqlen_q, sk = (size_t)d->seqlen_k, k = (size_t)keys;
+    float *out = malloc(rows * k * sizeof *out + 1);
+    if (!out) return NULL;
+    /* A plane broadcast over the batch serves every sequence. */
+    const float *plane = b->reference + (b->batch == 1 ? 0 : (size_t)batch) * rows * sk;
+    for (size_t r = 0; r < rows; ++r) memcpy(out + r * k, plane + r * sk, k * sizeof *out);
     return out;
 }
 

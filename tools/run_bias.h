@@ -19,8 +19,15 @@ typedef struct run_bias {
     size_t bytes;         /* of the bias, and of dBias */
 } run_bias;
 
-/* Reads and checks --bias against desc (dtype, shape): 0, or -1 after a message naming the file. */
-int run_bias_load(const run_options *options, const flashcl_attention_desc *desc, run_bias *bias);
+/* Reads and checks --bias against desc (dtype, shape (B|1, Hq|1, Sq, desc->seqlen_k)): 0, or -1 after a message
+ * naming the file. keys_note (NULL: none) follows the shape in that message: what the last dimension is (a
+ * KV-cache run's is the cache's key positions, not a sequence's length). */
+int run_bias_load(const run_options *options, const flashcl_attention_desc *desc, const char *keys_note,
+                  run_bias *bias);
+
+/* Sequence b's part of the bias for the reference: its plane (heads, Sq, keys), columns 0..keys-1 of each row (a
+ * KV-cache run's sequence sees key positions 0..keys-1 of the cache's). A new array, NULL if out of memory. */
+float *run_bias_columns(const run_bias *bias, const flashcl_attention_desc *desc, int b, int keys);
 void run_bias_free(run_bias *bias);
 
 /* Makes the device buffers (dBias with want_dbias) and sets extras' bias fields: 0, or -1 after a message. */

@@ -9,6 +9,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "run_bias.h"
 #include "run_cache_check.h"
 #include "run_cache_inputs.h"
 #include "run_check.h"
@@ -26,12 +27,14 @@ typedef struct cache_run {
     void *o_host, *k_after, *v_after; /* read back; the caches only with new rows to check or save */
     float *lse_host;
     run_score_mods mods; /* --softcap, --alibi-slopes ((B, Hq): per sequence), --alibi-max-bias */
+    run_bias bias;       /* --bias over the cache's key positions: (B|1, Hq|1, Sq, desc.seqlen_k) */
 } cache_run;
 
 static void free_run(cache_run *r) {
     for (int i = 0; i < B_COUNT; ++i)
         if (r->buffers[i]) clReleaseMemObject(r->buffers[i]);
     free(r->o_host), free(r->lse_host), free(r->k_after), free(r->v_after);
+    run_bias_free(&r->bias); /* its buffer before the context that made it */
     flashcl_context_free(r->ctx);
     run_score_mods_free(&r->mods);
     run_cache_free(&r->in);
@@ -61,6 +64,9 @@ static void print_problem(const cache_run *r) {
     char mods[512];
     run_score_mods_describe(r->o, &r->mods, mods, sizeof mods);
     if (mods[0]) printf("score modifiers: %s\n", mods);
+    if (r->o->bias_path)
+        printf("bias: %s, %s (%d, %d, %d, %d): column j is key position j of the cache\n", r->o->bias_path,
+               run_dtype_name(r->bias.dtype), r->bias.batch, r->bias.heads, d->seqlen_q, d->seqlen_k);
     if (in->paged)
         printf("kv cache: paged, %d pages of %d rows, %d pages per sequence\n", in->num_pages, in->page_size,
                in->max_pages);
@@ -174,6 +180,7 @@ static int run_call(cache_run *r) {
     flashcl_attention_extras extras;
     flashcl_attention_extras_init(&extras);
     run_score_mods_extras(&r->mods, &extras);
+    if (run_bias_buffers(&r->bias, flashcl_context_cl_context(r->ctx), d, 0, &extras) != 0) return -1;
     const flashcl_status status =
         flashcl_forward_kv_cache_ex(r->ctx, d, &extras, &q, &cache, &o, &lse, 0, NULL, NULL);
     if (status != FLASHCL_SUCCESS) {
@@ -217,7 +224,12 @@ int run_cache_command(const run_options *options, run_files *files) {
     r.o = options;
     /* Files first: a bad file is reported before any OpenCL start-up cost. */
     if (run_cache_load(options, &r.in) != 0) return FLASHCL_EXIT_FAILURE;
-    if (run_score_mods_load(options, r.in.desc.batch, r.in.desc.heads_q, &r.mods) != 0) {
+    /* desc.seqlen_k is the cache's key positions (S_max, or max_pages x page_size): the bias's last dimension. */
+    if (run_score_mods_load(options, r.in.desc.batch, r.in.desc.heads_q, &r.mods) != 0 ||
+        run_bias_load(options, &r.in.desc,
+                      r.in.paged ? ": a KV-cache run's bias covers the cache's key positions, max_pages x page_size"
+                                 : ": a KV-cache run's bias covers the cache's key positions, S_max of the cache files",
+                      &r.bias) != 0) {
         free_run(&r);
         return FLASHCL_EXIT_FAILURE;
     }
@@ -226,7 +238,7 @@ int run_cache_command(const run_options *options, run_files *files) {
     failed = failed || create_buffers(&r) != 0 || run_call(&r) != 0;
     if (!failed && options->check) {
         const run_cache_results results = {r.o_host, r.lse_host, r.k_after, r.v_after};
-        failed = run_cache_check(options, &r.in, &r.mods, &results) != 0;
+        failed = run_cache_check(options, &r.in, &r.mods, &r.bias, &results) != 0;
     }
     /* Outputs only after everything succeeded, --check included, so that a
      * failure leaves every file, an in-place cache included, as it was. */

@@ -38,11 +38,11 @@ static float *sequence_rows(const run_cache_inputs *in, const npy_array *cache, 
     return out;
 }
 
-/* O and LSE of sequence b: the reference over its rows, or for a sequence
- * with none the definition (O 0, LSE -inf). 1 passed, 0 failed, -1 out of memory. */
+/* O and LSE of sequence b: the reference over its rows (with its columns of the bias), or for a sequence with none
+ * the definition (O 0, LSE -inf). 1 passed, 0 failed, -1 out of memory. */
 static int check_sequence(const run_options *o, const run_cache_inputs *in, const run_score_mods *mods,
-                          const float *q, const float *out, const float *lse, const float *k_new, const float *v_new,
-                          int b) {
+                          const run_bias *bias, const float *q, const float *out, const float *lse,
+                          const float *k_new, const float *v_new, int b) {
     const flashcl_attention_desc *d = &in->desc;
     const size_t q_rows = (size_t)d->heads_q * (size_t)d->seqlen_q, dim = (size_t)d->head_dim;
     const int rows = run_cache_attended(in, b);
@@ -58,24 +58,32 @@ static int check_sequence(const run_options *o, const run_cache_inputs *in, cons
         return bad == 0;
     }
     float *k = sequence_rows(in, &in->k_cache, k_new, b), *v = sequence_rows(in, &in->v_cache, v_new, b);
+    /* Key position j of the sequence is column j of the bias: its first `rows` columns, the rest never read. */
+    float *columns = bias->reference ? run_bias_columns(bias, d, b, rows) : NULL;
     int result = -1;
-    if (k && v) {
+    if (k && v && (columns || !bias->reference)) {
         flashcl_attention_desc one = *d;
         one.batch = 1;
         one.seqlen_k = rows;
         /* Every field starts empty (the bias's too): the helpers set theirs only. */
         flashcl_reference_extras ref_mods = {.mask = NULL};
         run_score_mods_reference(mods, b, d->heads_q, &ref_mods);
+        if (columns) {
+            ref_mods.bias = columns;
+            ref_mods.bias_batch = 1;
+            ref_mods.bias_heads = bias->heads;
+        }
         const check_inputs inputs = {.q = q_b, .k = k, .v = v, .mods = &ref_mods};
         result = check_forward(&one, &inputs, o_b, lse_b, o->tolerance);
     }
     free(k);
     free(v);
+    free(columns);
     return result;
 }
 
 static int check_attention(const run_options *o, const run_cache_inputs *in, const run_score_mods *mods,
-                           const run_cache_results *r) {
+                           const run_bias *bias, const run_cache_results *r) {
     const flashcl_attention_desc *d = &in->desc;
     const flashcl_dtype t = d->dtype;
     float *q = run_to_float_bhsd(in->q.data, t, in->layout, d, d->heads_q, d->seqlen_q);
@@ -84,7 +92,7 @@ static int check_attention(const run_options *o, const run_cache_inputs *in, con
     float *v_new = in->append ? run_to_float_bhsd(in->v_new.data, t, in->layout, d, d->heads_kv, d->seqlen_q) : NULL;
     int result = q && out && (!in->append || (k_new && v_new)) ? 1 : -1;
     for (int b = 0; b < d->batch && result >= 0; ++b) {
-        const int one = check_sequence(o, in, mods, q, out, r->lse, k_new, v_new, b);
+        const int one = check_sequence(o, in, mods, bias, q, out, r->lse, k_new, v_new, b);
         result = one < 0 ? -1 : result && one;
     }
     free(q), free(out), free(k_new), free(v_new);
@@ -139,9 +147,9 @@ static int outcome(int result, const char *what) {
 }
 
 int run_cache_check(const run_options *o, const run_cache_inputs *in, const run_score_mods *mods,
-                    const run_cache_results *r) {
+                    const run_bias *bias, const run_cache_results *r) {
     /* Each part runs and reports even when an earlier one failed. */
-    int failed = outcome(check_attention(o, in, mods, r), "forward error exceeds the tolerance") != 0;
+    int failed = outcome(check_attention(o, in, mods, bias, r), "forward error exceeds the tolerance") != 0;
     if (!failed) printf("check: forward passed\n");
     if (!in->append) return failed ? -1 : 0;
     const int k = check_cache("K", in, &in->k_cache, &in->k_new, r->k_cache);

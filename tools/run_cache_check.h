@@ -3,6 +3,7 @@
 #ifndef FLASHCL_TOOLS_RUN_CACHE_CHECK_H
 #define FLASHCL_TOOLS_RUN_CACHE_CHECK_H
 
+#include "run_bias.h"
 #include "run_cache_inputs.h"
 #include "run_options.h"
 #include "run_score_mods.h"
@@ -22,8 +23,11 @@ typedef struct run_cache_results {
  * the input cache with the new rows written at cache_seqlens[b].. , every
  * other element unchanged, bit for bit. One line per comparison. 0 if
  * everything passed, -1 (after a message) if anything failed or memory
- * ran out. mods: the score modifiers (per-batch slopes are per sequence). */
+ * ran out. mods: the score modifiers (per-batch slopes are per sequence);
+ * bias: --bias over the cache's key positions, of which sequence b's
+ * reference takes its own plane's columns 0 .. its row count - 1 (none
+ * without --bias). */
 int run_cache_check(const run_options *options, const run_cache_inputs *inputs, const run_score_mods *mods,
-                    const run_cache_results *results);
+                    const run_bias *bias, const run_cache_results *results);
 
 #endif

@@ -75,7 +75,8 @@ void run_print_help(FILE *out) {
             "  --bias FILE             additive bias (B|1, Hq|1, Sq, Sk), C order whatever --layout,\n"
             "                          float32 ('<f4') or the inputs' type; a dimension of 1 is\n"
             "                          broadcast; -inf hides a pair (a row with no finite key is empty:\n"
-            "                          O 0, LSE -inf). Not with --cu-seqlens-q/-k\n"
+            "                          O 0, LSE -inf). Not with --cu-seqlens-q/-k; with --k-cache,\n"
+            "                          Sk is the cache's key positions (below)\n"
             "  --cu-seqlens-q FILE, --cu-seqlens-k FILE\n"
             "                          packed variable-length batch: int32 ('<i4') cumulative offsets\n"
             "                          (B+1 entries from 0, non-decreasing), both together; Q, dO are\n"
@@ -87,8 +88,8 @@ void run_print_help(FILE *out) {
             "                          (with the mask cropped to its lengths). Not with --dropout-mask\n"
             "(window, causal and block mask combine by intersection; the standard implementation\n"
             "has none of window, block mask, dropout, variable-length batches, the score\n"
-            "modifiers or --bias; --softcap and ALiBi run on the portable and decode kernels,\n"
-            "--bias on the portable ones)\n"
+            "modifiers or --bias; --softcap, ALiBi and --bias run on the portable, tensor-core\n"
+            "and decode kernels)\n"
             "backward (all four together; runs the forward, then the backward pass):\n"
             "  --dout FILE             dO, shaped and typed like Q\n"
             "  --dq, --dk, --dv FILE   gradients to write, shaped and typed like Q, K, V\n"
@@ -116,16 +117,19 @@ void run_print_help(FILE *out) {
             "and --window aligned bottom-right on each sequence's length; LSE is (B,Hq,Sq). --layout\n"
             "defaults to bshd here; --layout bhsd reads Q, O, --k-new and --v-new as (B,H,Sq,D) (the\n"
             "caches keep their layout). A cache run also takes --lse, --scale, --dtype, --device,\n"
-            "--kernel-dir, --check, --tolerance, --softcap, --alibi-slopes ((B, Hq): per sequence)\n"
-            "and --alibi-max-bias, and refuses the rest (exit 2): the backward\n"
-            "options, --cu-seqlens-q/-k, --block-mask, --dropout, --seed, --impl standard, --plan,\n"
-            "--tensor-cores, --f32-precision. Shapes that do not fit (Hq not a multiple of Hkv, a\n"
-            "length count other than B, new rows not (B,Sq,Hkv,D)), lengths plus new rows past the\n"
-            "cache and page indices outside the pool are refused naming the file (exit 1).\n"
+            "--kernel-dir, --check, --tolerance, --softcap, --alibi-slopes ((B, Hq): per sequence),\n"
+            "--alibi-max-bias and --bias ((B|1, Hq|1, Sq, S) over the cache's key positions: S is\n"
+            "S_max of a contiguous cache, max_pages x page_size of a paged one; column j of sequence\n"
+            "b is its key position j, those at or past its length never read), and refuses the\n"
+            "rest (exit 2): the backward options (--dbias included), --cu-seqlens-q/-k, --block-mask,\n"
+            "--dropout, --seed, --impl standard, --plan, --tensor-cores, --f32-precision. Shapes that\n"
+            "do not fit (Hq not a multiple of Hkv, a length count other than B, new rows not\n"
+            "(B,Sq,Hkv,D), a bias not (B|1,Hq|1,Sq,S)), lengths plus new rows past the cache and page\n"
+            "indices outside the pool are refused naming the file (exit 1).\n"
             "--check runs each sequence alone through the reference, over exactly the rows it attends\n"
-            "to (cache rows 0..cache_seqlens[b]-1 from the input files, then its new rows), and with\n"
-            "new rows also compares the caches after the call with the input caches with the new\n"
-            "rows in place, bit for bit.\n\n"
+            "to (cache rows 0..cache_seqlens[b]-1 from the input files, then its new rows; with\n"
+            "--bias, its plane's columns 0..len-1 of those), and with new rows also compares the\n"
+            "caches after the call with the input caches with the new rows in place, bit for bit.\n\n"
             "--check reports, for O, LSE and the gradients, the max absolute error and the max\n"
             "relative error, max abs error / max(max |reference|, floor). An output passes when\n"
             "that is at most the tolerance and the NaN and infinities agree: NaN against NaN\n"
@@ -193,7 +197,6 @@ static const struct {
     {"--dq", "a cache run is a forward pass only"},
     {"--dk", "a cache run is a forward pass only"},
     {"--dv", "a cache run is a forward pass only"},
-    {"--bias", "the cache call's decode kernel has no attention bias yet"},
     {"--dbias", "a cache run is a forward pass only"},
     {"--backward-plan", "a cache run is a forward pass only"},
     {"--cu-seqlens-q", "each sequence's keys are its cache rows (--cache-seqlens), not a packed batch"},

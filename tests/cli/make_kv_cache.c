@@ -4,6 +4,7 @@
  * they must be after the append (bit copies of the new rows at rows cache_seqlens[b]..); and files that break
  * one rule each. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,10 @@ static void usage(void) {
             "  seqlens.npy, k_cache_appended.npy, v_cache_appended.npy (when the new rows fit), and\n"
             "  the broken files seqlens_long.npy (sequence B-1 one row past the cache), seqlens_short.npy\n"
             "  (B-1 entries), q_heads_bad.npy (Hkv+1 query heads), k_new_long.npy (Sq+1 rows),\n"
-            "  block_table_bad.npy (paged: sequence B-1's first page outside the pool)\n");
+            "  block_table_bad.npy (paged: sequence B-1's first page outside the pool); and biases over\n"
+            "  the cache's key positions (ROWS, or max_pages*PAGE_SIZE): bias.npy (B,Hq,Sq,ROWS) '<f4'\n"
+            "  with sequence B-1's last head's last row -inf, bias_shared.npy (1,1,Sq,ROWS) in DTYPE,\n"
+            "  both NaN from column L_b+Sq on (never read), and bias_short.npy (B,Hq,Sq,ROWS-1)\n");
 }
 
 
@@ -93,6 +97,33 @@ static void *appended(const problem *p, const void *cache, size_t cache_bytes, c
     return out;
 }
 
+/* The bias of (batch, heads, Sq, rows) over the cache's key positions (written after every other file, so that
+ * those stay what they were before it came): uniform in [-2, 2), NaN in every column at or past the keys the
+ * row's sequence(s) may attend to (lens[b] + Sq, with new rows or not; the longest one's where the batch is
+ * broadcast), which no kernel may read; with batch > 1 the last head's last row of the last sequence -inf (an
+ * empty row). Stored as `type` (float32, or the inputs' type). */
+static void *bias_raw(const problem *p, int batch, int heads, npy_dtype type) {
+    const size_t sq = (size_t)p->seqlen_q, keys = (size_t)p->rows, n = (size_t)batch * (size_t)heads * sq * keys;
+    const size_t elem = type == NPY_DTYPE_F32 ? 4 : 2;
+    unsigned char *raw = malloc(n * elem + 1);
+    int longest = 0;
+    for (int b = 0; b < p->batch; ++b) longest = p->lens[b] > longest ? p->lens[b] : longest;
+    for (size_t i = 0; raw && i < n; ++i) {
+        const size_t row = i / keys, col = i % keys, b = row / ((size_t)heads * sq);
+        const int own = (batch == 1 ? longest : p->lens[b]) + p->seqlen_q;
+        float x = (float)(uniform() * 4.0 - 2.0);
+        if (col >= (size_t)own) x = NAN;
+        else if (batch > 1 && row == (size_t)batch * (size_t)heads * sq - 1) x = -INFINITY;
+        if (type == NPY_DTYPE_F32) {
+            memcpy(raw + i * 4, &x, 4);
+        } else {
+            const uint16_t bits = type == NPY_DTYPE_F16 ? float_to_half(x) : float_to_bf16(x);
+            memcpy(raw + i * 2, &bits, 2);
+        }
+    }
+    return raw;
+}
+
 /* A shuffled pool: sequence b's j-th page at table[b * max_pages + j]; two pages stay spare. */
 static int32_t *shuffled_table(const problem *p) {
     int32_t *order = malloc((size_t)p->num_pages * sizeof *order);
@@ -143,6 +174,15 @@ static int write_all(const problem *p) {
         table[(b - 1) * (size_t)p->max_pages] = p->num_pages;
         failed = save(p, "block_table_bad.npy", NPY_DTYPE_I32, 2, table_shape, table);
     }
+    /* The biases, last: their random values come after every other file's. */
+    const size_t bias_shape[4] = {b, hq, sq, (size_t)p->rows}, shared_shape[4] = {1, 1, sq, (size_t)p->rows};
+    const size_t short_shape4[4] = {b, hq, sq, (size_t)p->rows - 1};
+    void *bias = failed ? NULL : bias_raw(p, p->batch, p->heads_q, NPY_DTYPE_F32);
+    void *shared = failed ? NULL : bias_raw(p, 1, 1, p->type);
+    failed = failed || save(p, "bias.npy", NPY_DTYPE_F32, 4, bias_shape, bias) ||
+             save(p, "bias_shared.npy", p->type, 4, shared_shape, shared) ||
+             (p->rows > 1 && save(p, "bias_short.npy", NPY_DTYPE_F32, 4, short_shape4, bias));
+    free(bias), free(shared);
     free(k), free(v), free(kn), free(vn), free(table);
     return failed ? 1 : 0;
 }

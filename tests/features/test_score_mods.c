@@ -631,7 +631,7 @@ START_TEST(bad_input) {
     ck_assert_ptr_nonnull(strstr(flashcl_last_error(x.ctx), "alibi_slopes"));
     ts_assert_untouched(flashcl_context_queue(x.ctx), &x.o, "o");
 
-    /* The KV-cache call takes the modifiers only. */
+    /* The KV-cache call takes the modifiers and the bias only. */
     flashcl_attention_extras_init(&ex);
     ex.block_mask = four;
     ex.block_size = 4;

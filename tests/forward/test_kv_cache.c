@@ -1,8 +1,10 @@
 /* test_kv_cache.c: flashcl_forward_kv_cache against the double reference, one sequence at a time: contiguous and
  * paged caches (pages out of order, pages shared between sequences for reading), per-sequence lengths (0 and at
  * capacity), appending new rows (they land where they should, nothing else in the cache changes), Sq > 1 causal
- * (bottom-right per sequence), GQA groups 1, 4 and 8, every storage type, forced split counts; and bad input: a
- * clear error and nothing written. */
+ * (bottom-right per sequence), GQA groups 1, 4 and 8, every storage type, forced split counts; an additive bias over
+ * the cache's key positions (full at an offset with padded rows, and broadcast (1, 1)), each sequence checked with
+ * its own columns 0..len-1 and every other column NaN (never read), -inf rows, with soft-capping and ALiBi, on both
+ * decode kernels; and bad input: a clear error and nothing written. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +34,26 @@ typedef struct kv_host {
     int32_t *table, *lens;
     size_t cache_rows; /* rows of one head's view: B x capacity or num_pages x page_size */
 } kv_host;
+
+/* An additive bias for a case (flashcl_attention_extras' bias over the cache's key positions), with the score
+ * modifiers beside it. */
+typedef struct kv_bias {
+    int batch, heads;     /* 1 (broadcast) or the case's batch / heads_q */
+    flashcl_dtype dtype;  /* float32 or the case's storage type */
+    int padded;           /* 1: 5 elements into its buffer, 3 unused elements after each row, 2 after each head and
+                           * 1 after each batch element (NaN there: never read); 0: contiguous */
+    float softcap, alibi_max_bias;
+    int dbias;            /* 1: extras.dbias set too, to a poisoned buffer this forward-only call must leave alone */
+} kv_bias;
+
+/* What check_outputs needs of a bias run: the plane as the device holds it, as floats (bias_batch, bias_heads, Sq,
+ * keys), and the modifiers; NULL: none. */
+typedef struct kv_bias_host {
+    const float *values;
+    int batch, heads, keys;
+    double softcap;
+    const float *slopes; /* heads_q, or NULL */
+} kv_bias_host;
 
 static size_t elem_size(flashcl_dtype dtype) { return dtype == FLASHCL_DTYPE_F32 ? 4 : 2; }
 
@@ -147,8 +169,10 @@ static void model_append(const kv_case *c, kv_host *h) {
         }
 }
 
-/* Checks O and LSE of every sequence against the reference on its own keys. */
-static void check_outputs(const kv_case *c, const kv_host *h, const float *o, const float *lse, const char *label) {
+/* Checks O and LSE of every sequence against the reference on its own keys (and with a bias, its own columns
+ * 0..keys-1 of the plane of its batch element). */
+static void check_outputs(const kv_case *c, const kv_host *h, const float *o, const float *lse, const char *label,
+                          const kv_bias_host *bias) {
     const size_t d = (size_t)c->head_dim, hq = (size_t)c->heads_q, hkv = (size_t)c->heads_kv, sq = (size_t)c->seqlen_q;
     for (int b = 0; b < c->batch; ++b) {
         const int keys = h->lens[b] + (c->append ? c->seqlen_q : 0);
@@ -191,8 +215,27 @@ static void check_outputs(const kv_case *c, const kv_host *h, const float *o, co
         const size_t n = hq * sq * d;
         double *o_ref = malloc(n * sizeof(double)), *o_low = malloc(n * sizeof(double));
         double *l_ref = malloc(hq * sq * sizeof(double)), *l_low = malloc(hq * sq * sizeof(double));
-        ck_assert(flashcl_reference_forward(&desc, FLASHCL_REF_DOUBLE, qb, kb, vb, o_ref, l_ref) == 0);
-        ck_assert(flashcl_reference_forward(&desc, FLASHCL_REF_FLOAT, qb, kb, vb, o_low, l_low) == 0);
+        flashcl_reference_extras mods = {.mask = NULL};
+        float *slice = NULL;
+        if (bias) {
+            /* The sequence's own plane, columns 0..keys-1: key position j of the sequence is column j. */
+            const size_t bh = (size_t)bias->heads, from_b = bias->batch == 1 ? 0 : (size_t)b;
+            slice = malloc(bh * sq * (size_t)keys * sizeof *slice);
+            ck_assert_ptr_nonnull(slice);
+            for (size_t hh = 0; hh < bh; ++hh)
+                for (size_t i = 0; i < sq; ++i)
+                    memcpy(slice + (hh * sq + i) * (size_t)keys,
+                           bias->values + ((from_b * bh + hh) * sq + i) * (size_t)bias->keys,
+                           (size_t)keys * sizeof *slice);
+            mods.bias = slice;
+            mods.bias_batch = 1;
+            mods.bias_heads = bias->heads;
+            mods.softcap = bias->softcap;
+            mods.alibi_slopes = bias->slopes;
+        }
+        ck_assert(flashcl_reference_forward_ex(&desc, FLASHCL_REF_DOUBLE, &mods, qb, kb, vb, o_ref, l_ref) == 0);
+        ck_assert(flashcl_reference_forward_ex(&desc, FLASHCL_REF_FLOAT, &mods, qb, kb, vb, o_low, l_low) == 0);
+        free(slice);
         if (c->dtype != FLASHCL_DTYPE_F32)
             for (size_t i = 0; i < n; ++i) o_low[i] = ts_round_to_dtype((float)o_ref[i], c->dtype);
         ts_error e;
@@ -204,9 +247,69 @@ static void check_outputs(const kv_case *c, const kv_host *h, const float *o, co
     }
 }
 
-/* Runs c with the given split count and tensor-core mode; checks outputs and, with an append, the whole caches.
- * With tensor cores emulated, 16-bit d64/d128 caches must run the matrix-unit decode kernel. */
-static void run_case(const kv_case *c, int splits, uint64_t seed, flashcl_tensor_cores mode) {
+/* The keys sequence b attends to: its cached rows, plus the new ones. */
+static int attended(const kv_case *c, const kv_host *h, int b) { return h->lens[b] + (c->append ? c->seqlen_q : 0); }
+
+/* x's bias values, (batch, heads, Sq, keys) floats over the cache's `keys` key positions: uniform in [-3, 3)
+ * rounded to its dtype, every 13th pair -inf, one row hidden whole (the last position of the last head of the last
+ * sequence; broadcast over the batch, position 0: every sequence's), one hidden over the first half of its keys (a
+ * whole key chunk when split), and NaN in every column at or past the keys the row's sequence has (broadcast over
+ * the batch: the longest's), which no kernel may read. */
+static float *make_bias(const kv_case *c, const kv_host *h, const kv_bias *x, uint64_t seed, int keys) {
+    const size_t sq = (size_t)c->seqlen_q, bh = (size_t)x->heads, row_count = (size_t)x->batch * bh * sq;
+    const size_t n = row_count * (size_t)keys;
+    ts_rng rng = {seed};
+    float *v = malloc(n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    ts_fill_uniform(&rng, v, n, -3.0f, 3.0f);
+    for (size_t i = 0; i < n; ++i) v[i] = ts_round_to_dtype(v[i], x->dtype);
+    for (size_t i = 7; i < n; i += 13) v[i] = -INFINITY;
+    int longest = 0;
+    for (int b = 0; b < c->batch; ++b) longest = attended(c, h, b) > longest ? attended(c, h, b) : longest;
+    /* (b, head, i) -> its row */
+#define BIAS_ROW(b, hh, i) (v + (((size_t)(b) * bh + (size_t)(hh)) * sq + (size_t)(i)) * (size_t)keys)
+    const int last = x->batch - 1, own_last = x->batch == 1 ? longest : attended(c, h, last);
+    const int own_first = x->batch == 1 ? longest : attended(c, h, 0);
+    for (int j = 0; j < own_last; ++j) BIAS_ROW(last, bh - 1, x->batch == 1 ? 0 : sq - 1)[j] = -INFINITY;
+    for (int j = 0; j < own_first / 2; ++j) BIAS_ROW(0, 0, sq - 1)[j] = -INFINITY;
+    for (int b = 0; b < x->batch; ++b) {
+        const int own = x->batch == 1 ? longest : attended(c, h, b);
+        for (size_t hh = 0; hh < bh; ++hh)
+            for (size_t i = 0; i < sq; ++i)
+                for (int j = own; j < keys; ++j) BIAS_ROW(b, hh, i)[j] = NAN;
+    }
+#undef BIAS_ROW
+    return v;
+}
+
+/* The bias on the device as x places it (contiguous or padded, NaN in the padding), its view in *view. */
+static cl_mem upload_bias(cl_context context, const kv_case *c, const kv_bias *x, const float *values, int keys,
+                          flashcl_tensor *view) {
+    const size_t pad = x->padded ? 1 : 0, sq = (size_t)c->seqlen_q, bh = (size_t)x->heads;
+    const size_t stride_s = (size_t)keys + 3 * pad, stride_h = sq * stride_s + 2 * pad, stride_b = bh * stride_h + pad;
+    const size_t offset = 5 * pad, total = offset + (size_t)x->batch * stride_b, e = elem_size(x->dtype);
+    unsigned char *bytes = malloc(total * e);
+    ck_assert_ptr_nonnull(bytes);
+    for (size_t i = 0; i < total; ++i) store_element(NAN, x->dtype, bytes + i * e);
+    for (size_t b = 0; b < (size_t)x->batch; ++b)
+        for (size_t hh = 0; hh < bh; ++hh)
+            for (size_t i = 0; i < sq; ++i)
+                for (size_t j = 0; j < (size_t)keys; ++j)
+                    store_element(values[((b * bh + hh) * sq + i) * (size_t)keys + j], x->dtype,
+                                  bytes + (offset + b * stride_b + hh * stride_h + i * stride_s + j) * e);
+    cl_int err;
+    cl_mem m = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, total * e, bytes, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    free(bytes);
+    *view = (flashcl_tensor){m, offset, x->batch == 1 ? 0 : stride_b, x->heads == 1 ? 0 : stride_h, stride_s};
+    return m;
+}
+
+/* Runs c with the given split count and tensor-core mode (and bias: NULL for none); checks outputs and, with an
+ * append, the whole caches. With tensor cores emulated, 16-bit d64/d128 caches must run the matrix-unit decode
+ * kernel. */
+static void run_case_with(const kv_case *c, int splits, uint64_t seed, flashcl_tensor_cores mode,
+                          const kv_bias *bias) {
     kv_host h;
     host_create(c, seed, &h);
     flashcl_context *ctx = ts_context();
@@ -256,11 +359,51 @@ static void run_case(const kv_case *c, int splits, uint64_t seed, flashcl_tensor
         cache.k_new = &tkn;
         cache.v_new = &tvn;
     }
-    const flashcl_status status = flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, &tl, 0, NULL, NULL);
+    /* The bias, over the cache's key positions (max_pages x page_size when paged), and the modifiers beside it. */
+    const int cache_keys = c->page_size ? c->capacity * c->page_size : c->capacity;
+    flashcl_attention_extras ex;
+    flashcl_attention_extras_init(&ex);
+    float *bias_values = NULL, slopes[16];
+    cl_mem bias_buffer = NULL, dbias_buffer = NULL;
+    kv_bias_host bias_host = {NULL, 0, 0, 0, 0.0, NULL};
+    if (bias) {
+        bias_values = make_bias(c, &h, bias, seed ^ 0xb1a5u, cache_keys);
+        bias_buffer = upload_bias(context, c, bias, bias_values, cache_keys, &ex.bias);
+        ex.bias_batch = bias->batch;
+        ex.bias_heads = bias->heads;
+        ex.bias_dtype = bias->dtype;
+        ex.softcap = bias->softcap;
+        ex.alibi_max_bias = bias->alibi_max_bias;
+        ck_assert_int_le(hq, 16);
+        if (bias->alibi_max_bias > 0.0f) flashcl_reference_alibi_slopes(hq, bias->alibi_max_bias, slopes);
+        bias_host = (kv_bias_host){bias_values, bias->batch, bias->heads, cache_keys, bias->softcap,
+                                   bias->alibi_max_bias > 0.0f ? slopes : NULL};
+        if (bias->dbias) {
+            /* The bias's own layout, 7.0 everywhere: the KV-cache call is a forward pass and writes no dBias. */
+            size_t bytes = 0;
+            ck_assert_int_eq(clGetMemObjectInfo(bias_buffer, CL_MEM_SIZE, sizeof bytes, &bytes, NULL), CL_SUCCESS);
+            float *sevens = malloc(bytes);
+            for (size_t i = 0; i < bytes / sizeof(float); ++i) sevens[i] = 7.0f;
+            dbias_buffer = upload(context, queue, sevens, bytes / sizeof(float), FLASHCL_DTYPE_F32);
+            free(sevens);
+            ex.dbias = ex.bias;
+            ex.dbias.buffer = dbias_buffer;
+        }
+    }
+    const flashcl_status status =
+        bias ? flashcl_forward_kv_cache_ex(ctx, &desc, &ex, &tq, &cache, &to, &tl, 0, NULL, NULL)
+             : flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, &tl, 0, NULL, NULL);
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s", c->name, flashcl_last_error(ctx));
     flashcl_call_stats stats;
     ck_assert_int_eq(flashcl_last_call_stats(ctx, &stats), FLASHCL_SUCCESS);
     ck_assert_int_eq(stats.kernel, FLASHCL_KERNEL_DECODE);
+    if (bias) {
+        ck_assert_msg(strstr(stats.build_options, "-DFLASHCL_BIAS=1") && strstr(stats.build_options, "-DFLASHCL_KV_CACHE=1"),
+                      "%s: built with %s", c->name, stats.build_options);
+        /* A forced count is cut to whole key blocks (2 of 128 keys for 256 keys): split or not as asked. */
+        ck_assert_msg(splits == 0 || (stats.kv_splits > 1) == (splits > 1), "%s: %d key chunks ran, %d asked for",
+                      c->name, stats.kv_splits, splits);
+    }
     if (mode == FLASHCL_TENSOR_CORES_EMULATE && c->dtype != FLASHCL_DTYPE_F32 && (c->head_dim == 64 || c->head_dim == 128))
         ck_assert_str_eq(stats.program, "decode_mma.cl");
     float *o_host = malloc(h.q_count * sizeof(float)), *l_host = malloc((size_t)c->batch * (size_t)hq * (size_t)sq * 4);
@@ -282,13 +425,28 @@ static void run_case(const kv_case *c, int splits, uint64_t seed, flashcl_tensor
     }
     char label[128];
     snprintf(label, sizeof label, "%s, %d splits (%d ran)", c->name, splits, stats.kv_splits);
-    check_outputs(c, &h, o_host, l_host, label);
-    free(o_host), free(l_host);
+    check_outputs(c, &h, o_host, l_host, label, bias ? &bias_host : NULL);
+    free(o_host), free(l_host), free(bias_values);
+    if (dbias_buffer) {
+        size_t bytes = 0;
+        ck_assert_int_eq(clGetMemObjectInfo(dbias_buffer, CL_MEM_SIZE, sizeof bytes, &bytes, NULL), CL_SUCCESS);
+        float *back = malloc(bytes);
+        download(queue, dbias_buffer, back, bytes / sizeof(float), FLASHCL_DTYPE_F32);
+        for (size_t i = 0; i < bytes / sizeof(float); ++i)
+            ck_assert_msg(back[i] == 7.0f, "%s: dBias element %zu written (%g)", c->name, i, (double)back[i]);
+        free(back);
+        clReleaseMemObject(dbias_buffer);
+    }
+    if (bias_buffer) clReleaseMemObject(bias_buffer);
     cl_mem all[] = {q, kc, vc, kn, vn, o, lse, lens, table};
     for (int i = 0; i < 9; ++i)
         if (all[i]) clReleaseMemObject(all[i]);
     flashcl_context_free(ctx);
     host_free(&h);
+}
+
+static void run_case(const kv_case *c, int splits, uint64_t seed, flashcl_tensor_cores mode) {
+    run_case_with(c, splits, seed, mode, NULL);
 }
 
 /* name, batch, Hq, Hkv, Sq, d, causal, dtype, page_size, capacity (or max_pages), num_pages, lens, append,
@@ -417,6 +575,147 @@ START_TEST(bad_input_writes_nothing) {
 }
 END_TEST
 
+/* ---- the additive bias over the cache's key positions ------------------------------------------------------- */
+
+/* Each a build of its own per kernel (the bias and the KV cache are both -D options); the first two are the
+ * problems of flashcl run's KV-cache bias tests (tests/cli: cli_kv_cache_bias, cli_kv_cache_bias_paged), which
+ * therefore build nothing more. */
+static const kv_case bias_cases[] = {
+    {"bias, contiguous 256, lengths 200/0/37, Sq 2 causal, group 2", 3, 4, 2, 2, 64, 1, FLASHCL_DTYPE_F32, 0, 256, 0,
+     {200, 0, 37}, 0, 0, -1},
+    {"bias + softcap + alibi, paged 16 out of order, lengths 45/130 + 3 new, Sq 3 causal, group 4", 2, 4, 1, 3, 64, 1,
+     FLASHCL_DTYPE_F16, 16, 10, 22, {45, 130}, 1, 0, -1},
+    {"bias, paged 16 out of order, 192 keys, lengths 100/17 + 4 new, Sq 4 causal, group 8", 2, 8, 1, 4, 64, 1,
+     FLASHCL_DTYPE_BF16, 16, 12, 16, {100, 17}, 1, 0, -1},
+};
+
+/* The portable decode kernel (cl/decode.cl):
+ *   0: contiguous, float32 data, a full (B, Hq) float32 bias at an offset with padded rows, then a (1, 1) one, unsplit;
+ *   1: the same split along the keys (3 asked, 2 run: whole 128-key blocks; a build of its own: POCL only where
+ *      sweeps run diagonally), a chunk empty for the short sequences;
+ *   2: paged with the append, half data, a full half bias (padded) and a (1, 1) one, soft-capping and ALiBi. */
+START_TEST(bias_portable_kernel) {
+    if (_i < 2) {
+        if (!ts_sweep_takes_variant(0, _i, 2)) return;
+        const kv_bias full = {3, 4, FLASHCL_DTYPE_F32, 1, 0.0f, 0.0f, 1}, shared = {1, 1, FLASHCL_DTYPE_F32, 0, 0.0f, 0.0f, 0};
+        const int splits = _i == 0 ? 1 : 3;
+        run_case_with(&bias_cases[0], splits, 3000u + (uint64_t)_i, FLASHCL_TENSOR_CORES_OFF, &full);
+        run_case_with(&bias_cases[0], splits, 3010u + (uint64_t)_i, FLASHCL_TENSOR_CORES_OFF, &shared);
+    } else {
+        const kv_bias full = {2, 4, FLASHCL_DTYPE_F16, 1, 3.0f, 8.0f, 0}, shared = {1, 1, FLASHCL_DTYPE_F16, 0, 3.0f, 8.0f, 0};
+        run_case_with(&bias_cases[1], 1, 3002u, FLASHCL_TENSOR_CORES_OFF, &full);
+        run_case_with(&bias_cases[1], 1, 3012u, FLASHCL_TENSOR_CORES_OFF, &shared);
+    }
+}
+END_TEST
+
+/* The matrix-unit decode kernel (cl/decode_mma.cl, emulated): paged with the append, bfloat16 data, a full float32
+ * bias (padded) and a (B, 1) one, 3 key chunks of 64 (the short sequence's last two empty, the long one's last). */
+START_TEST(bias_matrix_unit_kernel) {
+    const kv_bias full = {2, 8, FLASHCL_DTYPE_F32, 1, 0.0f, 0.0f, 0}, per_batch = {2, 1, FLASHCL_DTYPE_F32, 0, 0.0f, 0.0f, 0};
+    run_case_with(&bias_cases[2], 3, 3100u, FLASHCL_TENSOR_CORES_EMULATE, &full);
+    run_case_with(&bias_cases[2], 3, 3101u, FLASHCL_TENSOR_CORES_EMULATE, &per_batch);
+}
+END_TEST
+
+/* A bias the call cannot take: the status and message of each, nothing enqueued (O and the caches keep their
+ * bytes). Validation fails before any kernel is built. */
+START_TEST(bias_bad_input) {
+    flashcl_context *ctx = ts_context();
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    /* B 2, Hq 2 over 1 KV head, Sq 2, d 16, a contiguous cache of 8 rows, lengths 3 and 5 plus 2 new rows. */
+    enum { B = 2, HQ = 2, SQ = 2, D = 16, CAP = 8, PLANE = SQ * CAP };
+    float fill[B * CAP * D];
+    for (int i = 0; i < B * CAP * D; ++i) fill[i] = 0.25f;
+    cl_mem q = upload(context, queue, fill, B * SQ * HQ * D, FLASHCL_DTYPE_F32);
+    cl_mem kc = upload(context, queue, fill, B * CAP * D, FLASHCL_DTYPE_F32);
+    cl_mem vc = upload(context, queue, fill, B * CAP * D, FLASHCL_DTYPE_F32);
+    cl_mem kn = upload(context, queue, fill, B * SQ * D, FLASHCL_DTYPE_F32);
+    cl_mem vn = upload(context, queue, fill, B * SQ * D, FLASHCL_DTYPE_F32);
+    float poison[B * SQ * HQ * D];
+    for (int i = 0; i < B * SQ * HQ * D; ++i) poison[i] = 7.0f;
+    cl_mem o = upload(context, queue, poison, B * SQ * HQ * D, FLASHCL_DTYPE_F32);
+    const int32_t lens_host[B] = {3, 5};
+    cl_mem lens = int_buffer(context, lens_host, B);
+    /* Bias buffers of exactly (B, HQ, SQ, CAP), of one key column too few, and of one query row too few. */
+    float values[B * HQ * PLANE];
+    for (int i = 0; i < B * HQ * PLANE; ++i) values[i] = 0.5f;
+    cl_mem good = upload(context, queue, values, B * HQ * PLANE, FLASHCL_DTYPE_F32);
+    cl_mem short_keys = upload(context, queue, values, B * HQ * SQ * (CAP - 1), FLASHCL_DTYPE_F32);
+    cl_mem short_rows = upload(context, queue, values, B * HQ * (SQ - 1) * CAP, FLASHCL_DTYPE_F32);
+    flashcl_attention_desc desc;
+    flashcl_attention_desc_init(&desc, B, HQ, SQ, 1, D);
+    desc.heads_kv = 1;
+    desc.causal = 1;
+    const flashcl_tensor tq = flashcl_tensor_contiguous(q, FLASHCL_LAYOUT_BSHD, HQ, SQ, D);
+    const flashcl_tensor to = flashcl_tensor_contiguous(o, FLASHCL_LAYOUT_BSHD, HQ, SQ, D);
+    const flashcl_tensor tkn = flashcl_tensor_contiguous(kn, FLASHCL_LAYOUT_BSHD, 1, SQ, D);
+    const flashcl_tensor tvn = flashcl_tensor_contiguous(vn, FLASHCL_LAYOUT_BSHD, 1, SQ, D);
+    flashcl_kv_cache cache;
+    flashcl_kv_cache_init(&cache);
+    cache.k = flashcl_tensor_contiguous(kc, FLASHCL_LAYOUT_BSHD, 1, CAP, D);
+    cache.v = flashcl_tensor_contiguous(vc, FLASHCL_LAYOUT_BSHD, 1, CAP, D);
+    cache.capacity = CAP;
+    cache.cache_seqlens = lens;
+    cache.cache_seqlens_host = lens_host;
+    cache.k_new = &tkn;
+    cache.v_new = &tvn;
+    enum { GOOD, SHORT_KEYS, SHORT_ROWS, PAST_END, BATCH, HEADS, DTYPE, OVER_O, OVER_CACHE, FIELDS, COUNT };
+    const struct {
+        const char *why;
+        flashcl_status expected;
+        const char *message;
+    } bad[COUNT] = {
+        [SHORT_KEYS] = {"a bias of one sequence's keys (Sk 7, not the capacity 8)", FLASHCL_ERROR_BUFFER_TOO_SMALL,
+                        "8 key positions: the cache's capacity"},
+        [SHORT_ROWS] = {"a bias of Sq - 1 rows", FLASHCL_ERROR_BUFFER_TOO_SMALL, "seqlen_q 2"},
+        [PAST_END] = {"strides past the buffer", FLASHCL_ERROR_BUFFER_TOO_SMALL, "bias needs"},
+        [BATCH] = {"bias_batch 3", FLASHCL_ERROR_INVALID_ARGUMENT, "bias_batch 3"},
+        [HEADS] = {"bias_heads 3", FLASHCL_ERROR_INVALID_ARGUMENT, "bias_heads 3"},
+        [DTYPE] = {"a bfloat16 bias over float32 data", FLASHCL_ERROR_INVALID_ARGUMENT, "bias_dtype"},
+        [OVER_O] = {"the bias over O", FLASHCL_ERROR_ALIASING, "bias"},
+        [OVER_CACHE] = {"the bias over the K cache the append writes", FLASHCL_ERROR_ALIASING, "bias"},
+        [FIELDS] = {"bias fields without its buffer", FLASHCL_ERROR_INVALID_ARGUMENT, "bias.buffer is NULL"},
+    };
+    for (int t = SHORT_KEYS; t < COUNT; ++t) {
+        flashcl_attention_extras ex;
+        flashcl_attention_extras_init(&ex);
+        ex.bias = (flashcl_tensor){good, 0, HQ * PLANE, PLANE, CAP};
+        ex.bias_batch = B;
+        ex.bias_heads = HQ;
+        switch (t) {
+        case SHORT_KEYS: ex.bias = (flashcl_tensor){short_keys, 0, HQ * SQ * (CAP - 1), SQ * (CAP - 1), CAP - 1}; break;
+        case SHORT_ROWS: ex.bias = (flashcl_tensor){short_rows, 0, HQ * (SQ - 1) * CAP, (SQ - 1) * CAP, CAP}; break;
+        case PAST_END: ex.bias.offset = 1; break;
+        case BATCH: ex.bias_batch = 3; break;
+        case HEADS: ex.bias_heads = 3; break;
+        case DTYPE: ex.bias_dtype = FLASHCL_DTYPE_BF16; break;
+        case OVER_O: ex.bias = (flashcl_tensor){o, 0, 0, 0, CAP}; break;
+        case OVER_CACHE: ex.bias = (flashcl_tensor){kc, 0, 0, 0, CAP}; break;
+        case FIELDS: ex.bias.buffer = NULL; break;
+        default: break;
+        }
+        const flashcl_status status = flashcl_forward_kv_cache_ex(ctx, &desc, &ex, &tq, &cache, &to, NULL, 0, NULL, NULL);
+        ck_assert_msg(status == bad[t].expected, "%s: %s (%s)", bad[t].why, flashcl_status_string(status),
+                      flashcl_last_error(ctx));
+        ck_assert_msg(strstr(flashcl_last_error(ctx), bad[t].message) != NULL, "%s: message '%s' lacks '%s'",
+                      bad[t].why, flashcl_last_error(ctx), bad[t].message);
+    }
+    float back[B * CAP * D];
+    download(queue, o, back, B * SQ * HQ * D, FLASHCL_DTYPE_F32);
+    for (int i = 0; i < B * SQ * HQ * D; ++i) ck_assert(back[i] == 7.0f);
+    cl_mem caches[] = {kc, vc};
+    for (int m = 0; m < 2; ++m) {
+        download(queue, caches[m], back, B * CAP * D, FLASHCL_DTYPE_F32);
+        for (int i = 0; i < B * CAP * D; ++i) ck_assert(back[i] == 0.25f);
+    }
+    cl_mem all[] = {q, kc, vc, kn, vn, o, lens, good, short_keys, short_rows};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 int main(void) {
     ts_sweep_announce("kv_cache");
     Suite *s = suite_create("kv_cache");
@@ -426,6 +725,13 @@ int main(void) {
     tcase_add_loop_test(tc, matrix_unit_kernel, 0, 4);
     tcase_add_test(tc, bad_input_writes_nothing);
     suite_add_tcase(s, tc);
+    /* A case of its own, so that CK_RUN_CASE=kv_cache_bias runs (and times) the bias alone. */
+    TCase *bias = tcase_create("kv_cache_bias");
+    tcase_set_timeout(bias, TS_CASE_TIMEOUT);
+    tcase_add_test(bias, bias_bad_input);
+    tcase_add_loop_test(bias, bias_portable_kernel, 0, 3);
+    tcase_add_test(bias, bias_matrix_unit_kernel);
+    suite_add_tcase(s, bias);
     SRunner *runner = srunner_create(s);
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);
