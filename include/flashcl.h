@@ -298,8 +298,10 @@ typedef struct flashcl_device_limits {
      * local_mem_bytes except on NVIDIA GPUs, whose OpenCL driver reports 48
      * KiB yet builds and runs kernels with static arrays up to the
      * architecture's opt-in limit (found once per device by test builds:
-     * docs/nvidia.md). Reported only; no planner uses it yet, and a planner
-     * given 0 here ignores it. */
+     * docs/nvidia.md). The tensor-core forward's planner may use it, and
+     * flashcl_plan_check accepts portable forward plans up to it (their
+     * arrays are static); flashcl_plan_choose keeps to local_mem_bytes. 0 here
+     * means the same as local_mem_bytes. */
     size_t static_local_mem_bytes;
 } flashcl_device_limits;
 

@@ -126,9 +126,13 @@ flashcl_status flashcl_plan_check_within(const flashcl_device_limits *limits, co
         flashcl_status status = flashcl_backward_plan_check(p, head_dim, &local, reason, reason_size);
         if (status != FLASHCL_SUCCESS) return status;
     }
-    if (local > limits->local_mem_bytes) {
-        snprintf(reason, reason_size, "needs %zu bytes of local memory, the device has %zu", local,
-                 limits->local_mem_bytes);
+    /* The forward kernel's local arrays are all static (sized by -D), so it may use the device's static local
+     * memory where that is larger (NVIDIA); the backward's plans keep to the reported size. */
+    const size_t capacity = pass == FLASHCL_PASS_FORWARD && limits->static_local_mem_bytes > limits->local_mem_bytes
+                                ? limits->static_local_mem_bytes
+                                : limits->local_mem_bytes;
+    if (local > capacity) {
+        snprintf(reason, reason_size, "needs %zu bytes of local memory, the device has %zu", local, capacity);
         return FLASHCL_ERROR_PLAN;
     }
     p->work_group_size = wg;
@@ -176,6 +180,9 @@ flashcl_status flashcl_plan_choose_within(const flashcl_device_limits *limits, c
     flashcl_device_limits full; /* this library's full-size copy of the caller's limits */
     flashcl_status status = flashcl_struct_import(NULL, &flashcl_abi_device_limits, limits, &full);
     if (status != FLASHCL_SUCCESS) return status;
+    /* The planner keeps to the reported local memory: blocks that need NVIDIA's larger static local memory are
+     * taken only where measured faster (tuned_plans.c), since they also hold fewer work-groups per unit. */
+    full.static_local_mem_bytes = full.local_mem_bytes;
     limits = &full;
     if (head_dim < 1 || head_dim > FLASHCL_MAX_HEAD_DIM)
         return flashcl_fail(NULL, FLASHCL_ERROR_UNSUPPORTED, "flashcl_plan_choose: head_dim %d is outside 1..%d",

@@ -132,6 +132,22 @@ START_TEST(h100_f32_needs_3xtf32) {
     plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
     ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_TENSOR_CORE);
     ck_assert_int_eq(plan.tiles.block_k, 32); /* block_k x head_dim <= 2048 for float */
+    /* d128: the tuned plan needs the static local memory past 48 KiB (81 KB): taken where the device has it,
+     * the planner's 48 KiB plan otherwise. */
+    s.f32_precision = FLASHCL_F32_FULL;
+    const flashcl_attention_desc d128 = problem_desc(2048, 128, FLASHCL_DTYPE_F32, 0);
+    const flashcl_features f128 = dense(&d128);
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d128, &f128, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_uint_le(plan.tiles.local_mem_bytes, 48 * 1024);
+    flashcl_device_caps with_static = caps;
+    with_static.limits.static_local_mem_bytes = 226 * 1024;
+    plan = dispatch_ok(&with_static, &s, FLASHCL_PASS_FORWARD, &d128, &f128, 8);
+    ck_assert_int_eq(plan.tiles.block_q, 64);
+    ck_assert_int_eq(plan.tiles.block_k, 32);
+    ck_assert_int_eq(plan.tiles.threads_q, 8);
+    ck_assert_int_eq(plan.tiles.threads_k, 16);
+    ck_assert_uint_gt(plan.tiles.local_mem_bytes, 48 * 1024);
 }
 END_TEST
 

@@ -115,6 +115,43 @@ START_TEST(test_choice_follows_local_memory) {
 }
 END_TEST
 
+/* NVIDIA's static local memory past the reported size (static_local_mem_bytes): flashcl_plan_check takes forward
+ * plans up to it (the forward's arrays are static) but not backward ones, and flashcl_plan_choose answers as if it
+ * were not there (larger blocks come only from measurements: the tuned plans). */
+START_TEST(test_static_local_memory) {
+    flashcl_device_limits reported = device(48 * 1024, 1024), nvidia = reported;
+    nvidia.static_local_mem_bytes = 196 * 1024;
+    flashcl_plan big = {64, 32, 16, 8, 0, 0}; /* d128 float: 79 KB, past 48 KiB, within 64 and 196 */
+    char why[192];
+    ck_assert_int_eq(flashcl_plan_check(&reported, FLASHCL_PASS_FORWARD, 128, FLASHCL_DTYPE_F32, &big, why, sizeof why),
+                     FLASHCL_ERROR_PLAN);
+    ck_assert_ptr_nonnull(strstr(why, "local memory"));
+    ck_assert_int_eq(flashcl_plan_check(&nvidia, FLASHCL_PASS_FORWARD, 128, FLASHCL_DTYPE_F32, &big, why, sizeof why),
+                     FLASHCL_SUCCESS);
+    ck_assert_uint_gt(big.local_mem_bytes, 48 * 1024);
+    ck_assert_uint_le(big.local_mem_bytes, 196 * 1024);
+    /* Past the static size too: refused. */
+    nvidia.static_local_mem_bytes = 72 * 1024;
+    ck_assert_int_eq(flashcl_plan_check(&nvidia, FLASHCL_PASS_FORWARD, 128, FLASHCL_DTYPE_F32, &big, NULL, 0),
+                     FLASHCL_ERROR_PLAN);
+    nvidia.static_local_mem_bytes = 196 * 1024;
+    flashcl_plan backward = {32, 128, 8, 32, 0, 0};
+    const flashcl_status on_reported =
+        flashcl_plan_check(&reported, FLASHCL_PASS_BACKWARD, 128, FLASHCL_DTYPE_F32, &backward, NULL, 0);
+    ck_assert_int_eq(flashcl_plan_check(&nvidia, FLASHCL_PASS_BACKWARD, 128, FLASHCL_DTYPE_F32, &backward, NULL, 0),
+                     on_reported);
+    ck_assert_int_eq(on_reported, FLASHCL_ERROR_PLAN);
+    for (int pass = FLASHCL_PASS_FORWARD; pass <= FLASHCL_PASS_BACKWARD; ++pass) {
+        flashcl_plan a, b;
+        ck_assert_int_eq(flashcl_plan_choose(&reported, (flashcl_pass)pass, 128, FLASHCL_DTYPE_F32, 0, &a),
+                         FLASHCL_SUCCESS);
+        ck_assert_int_eq(flashcl_plan_choose(&nvidia, (flashcl_pass)pass, 128, FLASHCL_DTYPE_F32, 0, &b),
+                         FLASHCL_SUCCESS);
+        ck_assert(memcmp(&a, &b, sizeof a) == 0);
+    }
+}
+END_TEST
+
 /* The planner is a function: the same question, the same answer. */
 START_TEST(test_choice_is_pure) {
     const flashcl_device_limits limits = device(48 * 1024, 256);
@@ -240,6 +277,7 @@ static Suite *planner_suite(void) {
     tcase_add_test(tc, test_forward_always_plans_from_32k);
     tcase_add_test(tc, test_choice_follows_local_memory);
     tcase_add_test(tc, test_choice_is_pure);
+    tcase_add_test(tc, test_static_local_memory);
     tcase_add_test(tc, test_nothing_fits);
     tcase_add_loop_test(tc, test_check_rejects_bad_plans, 0, COUNT(bad_plans));
     tcase_add_test(tc, test_check_fills_derived_fields);
