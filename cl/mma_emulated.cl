@@ -24,11 +24,30 @@
 // What the matrix unit reads of a TF32 operand: the top 19 bits.
 inline float unpack_value(__local const uint *words, int index) { return as_float(words[index] & 0xffffe000u); }
 #elif FLASHCL_DTYPE == 1
-inline float unpack_value(__local const uint *words, int index) { return vload_half(index, (__local const half *)words); }
+// Half conversions in integer operations, bit for bit those of vload_half and vstore_half_rte (checked over
+// every float input): POCL expands each vstore_half_rte into a long branchy sequence, and with one per packed
+// operand the emulated f16 kernels took 2-3x the build time of their bf16 twins (docs/perf.md, "Test time").
+inline float half_bits_to_float(uint h) {
+    const uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1fu) return as_float(sign | 0x7f800000u | (m << 13));
+    if (e == 0u) return as_float(sign | as_uint((float)m * 0x1p-24f));
+    return as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+inline float unpack_value(__local const uint *words, int index) {
+    const uint w = words[index >> 1];
+    return half_bits_to_float((index & 1) ? (w >> 16) : (w & 0xffffu));
+}
 inline uint round16(float x) {
-    ushort bits;
-    vstore_half_rte(x, 0, (__private half *)&bits);
-    return bits;
+    const uint b = as_uint(x), sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) return sign | 0x7e00u | ((a >> 13) & 0x3ffu);
+    if (a >= 0x477ff000u) return sign | 0x7c00u;
+    if (a >= 0x38800000u) return sign | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13);
+    if (a <= 0x33000000u) return sign;
+    const uint s = 126u - (a >> 23), mant = (a & 0x7fffffu) | 0x800000u, half_point = 1u << (s - 1u);
+    const uint rem = mant & ((1u << s) - 1u);
+    uint q = mant >> s;
+    if (rem > half_point || (rem == half_point && (q & 1u))) q += 1u;
+    return sign | q;
 }
 #else
 inline float unpack_value(__local const uint *words, int index) {
