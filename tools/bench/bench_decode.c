@@ -100,7 +100,7 @@ static int parse(int argc, char **argv, decode_options *o) {
     *o = (decode_options){1, 32, 8, 128, 1, {4096, 32768, 131072}, 3, FLASHCL_DTYPE_F16, FLASHCL_TENSOR_CORES_AUTO,
                           1, 0, 0, 0, BENCH_BIAS_NONE, 20, 3, NULL, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
-        const char *v = NULL;
+        const char *v = NULL, *option = argv[i]; /* kept: reading a value moves i onto it */
         int bad = 0;
         if (strcmp(argv[i], "--decode") == 0) continue;
         if (strcmp(argv[i], "--no-decode-kernel") == 0) {
@@ -147,7 +147,7 @@ static int parse(int argc, char **argv, decode_options *o) {
             return -1;
         }
         if (bad) {
-            fprintf(stderr, "flashcl bench --decode: bad value for %s\n", argv[i]);
+            fprintf(stderr, "flashcl bench --decode: bad value for %s\n", option);
             return -1;
         }
     }
