@@ -71,15 +71,58 @@ START_TEST(records_are_consistent) {
         ck_assert_msg(fabs(kv - bytes / (ms * 1e-3) / 1e9) <= 1e-4 * kv, "kv_gbps %g, ms %g", kv, ms);
         ck_assert_msg(fabs(number(r, "pct_of_copy") - 100.0 * kv / copy) <= 1e-4 * (100.0 * kv / copy),
                       "pct_of_copy");
+        ck_assert_int_eq((int)number(r, "bias_bytes"), 0); /* no --bias */
     }
     free(records);
     char *table = read_text_file(csv);
     ck_assert_ptr_nonnull(
-        strstr(table, "cache_len,page_size,dtype,kernel,backend,timing,kv_splits,ms,kv_gbps,copy_gbps,pct_of_copy"));
+        strstr(table, "cache_len,page_size,dtype,kernel,backend,timing,kv_splits,ms,kv_gbps,copy_gbps,pct_of_copy,ok,"
+                      "bias_bytes\n"));
     ck_assert_ptr_nonnull(strstr(table, _i == 2   ? ",700,16,f16,decode,-,per_call,"
                                         : _i == 1 ? ",700,0,f16,decode,-,back_to_back,"
                                                   : ",700,0,f16,decode,-,per_call,"));
     free(table);
+}
+END_TEST
+
+/* --bias full and shared on a contiguous cache, and full on a paged one with four query rows: the decode kernel
+ * ran, and bias_bytes is the view's size, Sq x S elements per plane, S the call's key positions (N contiguous,
+ * whole pages paged: 100 rows in 16-row pages are 7 pages, 112 positions). Shapes of records_are_consistent. */
+START_TEST(bias_bytes_recorded) {
+    char json[1024], csv[1024];
+    work_path(json, sizeof json, "bias.json");
+    work_path(csv, sizeof csv, "bias.csv");
+    remove(json);
+    remove(csv);
+    const int paged = _i == 2, full = _i != 1, query_len = paged ? 4 : 1;
+    char *args[] = {"--decode", "--cache-lens", "64,100", "--batch", "2", "--heads", "4", "--heads-kv", "2",
+                    "--head-dim", "64", "--query-len", (char *)(paged ? "4" : "1"), "--repeat", "1", "--warmup", "0",
+                    "--bias", (char *)(full ? "full" : "shared"), "--page-size", (char *)(paged ? "16" : "0"),
+                    "--json", json, "--csv", csv, NULL};
+    ck_assert_int_eq(run_bench("bias", args), 0);
+    json_record *records = NULL;
+    char error[256];
+    ck_assert_msg(json_read_records(json, &records, error, sizeof error) == 2, "%s: %s", json, error);
+    const int keys[] = {64, paged ? 112 : 100};
+    char expected[2][32];
+    for (int i = 0; i < 2; ++i) {
+        const json_record *r = &records[i];
+        ck_assert_str_eq(text(r, "kernel"), "decode");
+        /* B x Hq planes (full) or one (shared) of Sq x S half-precision elements. */
+        const int bytes = (full ? 2 * 4 : 1) * query_len * keys[i] * 2;
+        ck_assert_int_eq((int)number(r, "bias_bytes"), bytes);
+        snprintf(expected[i], sizeof expected[i], ",1,%d\n", bytes); /* ok, then bias_bytes: CSV's last column */
+    }
+    free(records);
+    char *table = read_text_file(csv);
+    for (int i = 0; i < 2; ++i) ck_assert_msg(strstr(table, expected[i]) != NULL, "CSV lacks %s", expected[i]);
+    free(table);
+    char out[1024];
+    work_path(out, sizeof out, "bias.out");
+    char *printed = read_text_file(out);
+    ck_assert_ptr_nonnull(strstr(printed, full ? "additive bias: (B, Hq, Sq, S)" : "additive bias: (1, 1, Sq, S)"));
+    ck_assert_ptr_nonnull(strstr(printed, "bias bytes"));
+    free(printed);
 }
 END_TEST
 
@@ -109,6 +152,13 @@ START_TEST(refusals) {
     ck_assert_int_eq(run_bench("unknown", unknown), 2);
     char *lens[] = {"--decode", "--cache-lens", "10,x", NULL};
     ck_assert_int_eq(run_bench("lens", lens), 2);
+    char *bias[] = {"--decode", "--bias", "nonsense", NULL};
+    ck_assert_int_eq(run_bench("bias_value", bias), 2);
+    char work[1024];
+    work_path(work, sizeof work, "bias_value.err");
+    char *reason = read_text_file(work);
+    ck_assert_ptr_nonnull(strstr(reason, "bad value for --bias"));
+    free(reason);
     char *help[] = {"--decode", "--help", NULL};
     ck_assert_int_eq(run_bench("help", help), 0);
 }
@@ -125,6 +175,7 @@ int main(int argc, char **argv) {
     TCase *tc = tcase_create("decode");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, records_are_consistent, 0, 3);
+    tcase_add_loop_test(tc, bias_bytes_recorded, 0, 3);
     tcase_add_test(tc, tiled_kernel_for_comparison);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);

@@ -24,6 +24,7 @@ typedef struct decode_options {
     int splits;        /* 0: automatic */
     int page_size;     /* 0: contiguous caches through flashcl_forward; else paged through flashcl_forward_kv_cache */
     int back_to_back;  /* 1: each sample is BACK_TO_BACK_CALLS calls enqueued together, then one clFinish */
+    int bias;          /* BENCH_BIAS_NONE, _SHARED (1, 1, Sq, S) or _FULL (B, Hq, Sq, S), S the cache's key positions */
     int repeat, warmup;
     const char *device, *json_path, *csv_path;
 } decode_options;
@@ -38,6 +39,7 @@ typedef struct decode_record {
     char backend[32]; /* the matrix-unit backend that ran it, "-" for none */
     int kv_splits;
     double ms, kv_gbps, pct_of_copy;
+    size_t bias_bytes; /* the --bias view's bytes, read once per call besides K and V (0: no bias) */
     int ok;
 } decode_record;
 
@@ -61,12 +63,16 @@ static void usage(FILE *out) {
             "  --splits N            force N split-KV chunks (default 0: automatic; 1: none)\n"
             "  --page-size P         a paged cache of P-row pages in a shuffled order, through\n"
             "                        flashcl_forward_kv_cache (default 0: contiguous caches, flashcl_forward)\n"
+            "  --bias shared|full    an additive bias of zeros in the storage type, (1, 1, Sq, S) or\n"
+            "                        (B, Hq, Sq, S) with S the cache's key positions (N, or pages x P when\n"
+            "                        paged), through the _ex calls; read once per call: its bytes are a\n"
+            "                        column (records: bias_bytes), K+V GB/s leaves them out (default: none)\n"
             "  --repeat R            timed calls; the median is reported (default 20)\n"
             "  --warmup W            untimed calls first (default 3)\n"
             "  --device SPEC         device index or name substring\n"
             "  --json FILE, --csv FILE   the records (fields: device, batch, heads_q, heads_kv,\n"
             "                        head_dim, query_len, cache_len, page_size, dtype, kernel, backend, timing,\n"
-            "                        kv_splits, ms, kv_gbps, copy_gbps, pct_of_copy)\n"
+            "                        kv_splits, ms, kv_gbps, copy_gbps, pct_of_copy, ok, bias_bytes)\n"
             "Inputs: a 64-byte random pattern repeated (attention's speed does not depend on values).\n");
 }
 
@@ -92,9 +98,9 @@ static int parse_lens(const char *text, decode_options *o) {
 static int parse(int argc, char **argv, decode_options *o) {
     memset(o, 0, sizeof *o);
     *o = (decode_options){1, 32, 8, 128, 1, {4096, 32768, 131072}, 3, FLASHCL_DTYPE_F16, FLASHCL_TENSOR_CORES_AUTO,
-                          1, 0, 0, 0, 20, 3, NULL, NULL, NULL};
+                          1, 0, 0, 0, BENCH_BIAS_NONE, 20, 3, NULL, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
-        const char *v = NULL;
+        const char *v = NULL, *option = argv[i]; /* kept: reading a value moves i onto it */
         int bad = 0;
         if (strcmp(argv[i], "--decode") == 0) continue;
         if (strcmp(argv[i], "--no-decode-kernel") == 0) {
@@ -126,7 +132,12 @@ static int parse(int argc, char **argv, decode_options *o) {
         } else if ((m = cli_option_value(argc, argv, &i, "--splits", &v))) bad = m < 0 || cli_parse_int(v, 0, 256, &o->splits);
         else if ((m = cli_option_value(argc, argv, &i, "--page-size", &v)))
             bad = m < 0 || cli_parse_int(v, 0, 1 << 20, &o->page_size);
-        else if ((m = cli_option_value(argc, argv, &i, "--repeat", &v))) bad = m < 0 || cli_parse_int(v, 1, 100000, &o->repeat);
+        else if ((m = cli_option_value(argc, argv, &i, "--bias", &v))) {
+            if (m < 0) bad = 1;
+            else if (strcmp(v, "shared") == 0) o->bias = BENCH_BIAS_SHARED;
+            else if (strcmp(v, "full") == 0) o->bias = BENCH_BIAS_FULL;
+            else bad = 1;
+        } else if ((m = cli_option_value(argc, argv, &i, "--repeat", &v))) bad = m < 0 || cli_parse_int(v, 1, 100000, &o->repeat);
         else if ((m = cli_option_value(argc, argv, &i, "--warmup", &v))) bad = m < 0 || cli_parse_int(v, 0, 100000, &o->warmup);
         else if ((m = cli_option_value(argc, argv, &i, "--device", &v))) bad = m < 0 || !(o->device = v);
         else if ((m = cli_option_value(argc, argv, &i, "--json", &v))) bad = m < 0 || !(o->json_path = v);
@@ -136,7 +147,7 @@ static int parse(int argc, char **argv, decode_options *o) {
             return -1;
         }
         if (bad) {
-            fprintf(stderr, "flashcl bench --decode: bad value for %s\n", argv[i]);
+            fprintf(stderr, "flashcl bench --decode: bad value for %s\n", option);
             return -1;
         }
     }
@@ -198,6 +209,35 @@ static double copy_gbps(cl_context context, cl_command_queue queue, size_t bytes
     return rate;
 }
 
+/* --bias: a zero bias in the storage type over `keys` key positions, into extras; NULL when it cannot be made.
+ * Zeros leave the results those without a bias, so what it adds to the time is the reading of it. */
+static cl_mem zero_bias(cl_context context, cl_command_queue queue, const decode_options *o, int keys,
+                        flashcl_attention_extras *extras, size_t *bytes) {
+    const int full = o->bias == BENCH_BIAS_FULL;
+    const size_t bb = full ? (size_t)o->batch : 1, bh = full ? (size_t)o->heads : 1, rows = (size_t)o->query_len,
+                 cols = (size_t)keys;
+    const size_t size = bb * bh * rows * cols * flashcl_dtype_size(o->dtype);
+    /* The buffer in whole 16-byte patterns: NVIDIA's driver is very slow filling a big buffer with a 1-byte
+     * pattern (bench.c's zero_bias says how slow); the view reads the first `size` bytes of it. */
+    const size_t padded = (size + 15) / 16 * 16;
+    cl_int err = CL_SUCCESS;
+    cl_mem buffer = clCreateBuffer(context, CL_MEM_READ_ONLY, padded, NULL, &err);
+    if (err != CL_SUCCESS) return NULL;
+    const cl_uint zeros[4] = {0u, 0u, 0u, 0u};
+    if (clEnqueueFillBuffer(queue, buffer, zeros, sizeof zeros, 0, padded, 0, NULL, NULL) != CL_SUCCESS ||
+        clFinish(queue) != CL_SUCCESS) {
+        clReleaseMemObject(buffer);
+        return NULL;
+    }
+    /* A broadcast dimension gets stride 0, as the library takes a shared plane. */
+    extras->bias = (flashcl_tensor){buffer, 0, full ? bh * rows * cols : 0, full ? rows * cols : 0, cols};
+    extras->bias_batch = (int)bb;
+    extras->bias_heads = (int)bh;
+    extras->bias_dtype = o->dtype;
+    *bytes = size;
+    return buffer;
+}
+
 /* Times one cache length; r->ok 0 (with a message printed) if a call failed. */
 static void measure(flashcl_context *ctx, const decode_options *o, int n, decode_record *r) {
     memset(r, 0, sizeof *r);
@@ -233,9 +273,17 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
         }
         table_buffer = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, pages * 4, table, NULL);
     }
-    if (!q || !k || !v || !out || !lse || !lens_buffer || (o->page_size && !table_buffer)) {
-        fprintf(stderr, "flashcl bench --decode: N=%d: cannot allocate the tensors (%zu bytes of K and V)\n", n,
-                2 * kv_bytes);
+    /* The bias's columns are the call's key positions: N for a contiguous cache (flashcl_forward_ex's Sk), every
+     * page of the block table's row for a paged one (flashcl_forward_kv_cache_ex: max_pages x page_size). */
+    flashcl_attention_extras extras;
+    flashcl_attention_extras_init(&extras);
+    size_t bias_bytes = 0;
+    cl_mem bias = o->bias ? zero_bias(context, queue, o, o->page_size ? pages_per_seq * o->page_size : n, &extras,
+                                      &bias_bytes)
+                          : NULL;
+    if (!q || !k || !v || !out || !lse || !lens_buffer || (o->page_size && !table_buffer) || (o->bias && !bias)) {
+        fprintf(stderr, "flashcl bench --decode: N=%d: cannot allocate the tensors (%zu bytes of K and V%s)\n", n,
+                2 * kv_bytes, o->bias ? ", the bias" : "");
     } else {
         flashcl_attention_desc desc;
         flashcl_attention_desc_init(&desc, o->batch, o->heads, o->query_len, n, o->head_dim);
@@ -263,13 +311,15 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
             cache.cache_seqlens = lens_buffer;
             cache.cache_seqlens_host = lens;
         }
+        const flashcl_attention_extras *call_extras = o->bias ? &extras : NULL; /* NULL: the plain calls */
         const int calls = o->back_to_back ? BACK_TO_BACK_CALLS : 1;
         for (int i = 0; status == FLASHCL_SUCCESS && i < o->warmup + o->repeat; ++i) {
             clFinish(queue);
             const double t0 = now();
             for (int c = 0; c < calls && status == FLASHCL_SUCCESS; ++c)
-                status = o->page_size ? flashcl_forward_kv_cache(ctx, &desc, &tq, &cache, &to, &tl, 0, NULL, NULL)
-                                      : flashcl_forward(ctx, &desc, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL);
+                status = o->page_size
+                             ? flashcl_forward_kv_cache_ex(ctx, &desc, call_extras, &tq, &cache, &to, &tl, 0, NULL, NULL)
+                             : flashcl_forward_ex(ctx, &desc, call_extras, &tq, &tk, &tv, &to, &tl, 0, NULL, NULL);
             if (status == FLASHCL_SUCCESS && clFinish(queue) != CL_SUCCESS) status = FLASHCL_ERROR_OPENCL;
             if (i >= o->warmup) times[i - o->warmup] = (now() - t0) / calls;
         }
@@ -285,12 +335,13 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
             r->kv_splits = stats.kv_splits;
             r->ms = 1e3 * t;
             r->kv_gbps = 2.0 * (double)kv_bytes / t / 1e9;
+            r->bias_bytes = bias_bytes;
             r->ok = 1;
         }
         free(times);
     }
-    cl_mem all[] = {q, k, v, out, lse, table_buffer, lens_buffer};
-    for (int i = 0; i < 7; ++i)
+    cl_mem all[] = {q, k, v, out, lse, table_buffer, lens_buffer, bias};
+    for (int i = 0; i < 8; ++i)
         if (all[i]) clReleaseMemObject(all[i]);
     free(table);
     free(lens);
@@ -303,22 +354,23 @@ static void write_json(FILE *f, const char *device, const decode_options *o, con
         fprintf(f,
                 "  {\"device\": \"%s\", \"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"head_dim\": %d, "
                 "\"query_len\": %d, \"cache_len\": %d, \"page_size\": %d, \"dtype\": \"%s\", \"kernel\": \"%s\", \"backend\": \"%s\", \"timing\": \"%s\", \"kv_splits\": %d, "
-                "\"ms\": %.6g, \"kv_gbps\": %.6g, \"copy_gbps\": %.6g, \"pct_of_copy\": %.6g, \"ok\": %s}%s\n",
+                "\"ms\": %.6g, \"kv_gbps\": %.6g, \"copy_gbps\": %.6g, \"pct_of_copy\": %.6g, \"ok\": %s, \"bias_bytes\": %zu}%s\n",
                 device, o->batch, o->heads, o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, o->page_size,
                 cli_dtype_word(o->dtype), r[i].kernel, r[i].backend, o->back_to_back ? "back_to_back" : "per_call",
                 r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy,
-                r[i].pct_of_copy, r[i].ok ? "true" : "false", i + 1 < count ? "," : "");
+                r[i].pct_of_copy, r[i].ok ? "true" : "false", r[i].bias_bytes, i + 1 < count ? "," : "");
     fprintf(f, "]\n");
 }
 
 static void write_csv(FILE *f, const char *device, const decode_options *o, const decode_record *r, int count,
                       double copy) {
     fprintf(f, "device,batch,heads_q,heads_kv,head_dim,query_len,cache_len,page_size,dtype,kernel,backend,timing,kv_splits,ms,"
-               "kv_gbps,copy_gbps,pct_of_copy,ok\n");
+               "kv_gbps,copy_gbps,pct_of_copy,ok,bias_bytes\n"); /* new fields at the end: readers index columns */
     for (int i = 0; i < count; ++i)
-        fprintf(f, "\"%s\",%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%d\n", device, o->batch, o->heads,
+        fprintf(f, "\"%s\",%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%d,%zu\n", device, o->batch, o->heads,
                 o->heads_kv, o->head_dim, o->query_len, r[i].cache_len, o->page_size, cli_dtype_word(o->dtype),
-                r[i].kernel, r[i].backend, o->back_to_back ? "back_to_back" : "per_call", r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy, r[i].pct_of_copy, r[i].ok);
+                r[i].kernel, r[i].backend, o->back_to_back ? "back_to_back" : "per_call", r[i].kv_splits, r[i].ms, r[i].kv_gbps, copy, r[i].pct_of_copy, r[i].ok,
+                r[i].bias_bytes);
 }
 
 /* Writes path with writer; 0 or -1 (a message printed). */
@@ -386,8 +438,13 @@ int bench_decode_main(int argc, char **argv) {
            o.head_dim, o.query_len, o.query_len == 1 ? "" : "s (causal)", cli_dtype_word(o.dtype),
            o.page_size ? "paged" : "contiguous",
            o.back_to_back ? "per call of 10 enqueued back to back" : "each call alone (clFinish after it)");
-    printf("%10s  %-8s %-16s %6s %10s %10s %8s\n", "cache N", "kernel", "backend", "splits", "ms", "K+V GB/s",
-           "% copy");
+    if (o.bias)
+        printf("additive bias: %s, zeros in %s, S = %s; read once per call, its bytes not in K+V GB/s\n",
+               o.bias == BENCH_BIAS_FULL ? "(B, Hq, Sq, S)" : "(1, 1, Sq, S)", cli_dtype_word(o.dtype),
+               o.page_size ? "pages x page size" : "N");
+    printf("%10s  %-8s %-16s %6s %10s %10s %8s", "cache N", "kernel", "backend", "splits", "ms", "K+V GB/s", "% copy");
+    if (o.bias) printf(" %12s", "bias bytes"); /* only with --bias: the table without it stays as it was */
+    putchar('\n');
     for (int i = 0; i < o.len_count; ++i) {
         measure(ctx, &o, o.lens[i], &records[i]);
         decode_record *r = &records[i];
@@ -397,8 +454,10 @@ int bench_decode_main(int argc, char **argv) {
             continue;
         }
         r->pct_of_copy = copy > 0.0 ? 100.0 * r->kv_gbps / copy : 0.0;
-        printf("%10d  %-8s %-16s %6d %10.3f %10.1f %7.1f%%\n", r->cache_len, r->kernel, r->backend, r->kv_splits,
+        printf("%10d  %-8s %-16s %6d %10.3f %10.1f %7.1f%%", r->cache_len, r->kernel, r->backend, r->kv_splits,
                r->ms, r->kv_gbps, r->pct_of_copy);
+        if (o.bias) printf(" %12zu", r->bias_bytes);
+        putchar('\n');
     }
     fflush(stdout);
     if (o.json_path && write_file(o.json_path, write_json, device, &o, records, o.len_count, copy)) failed = 1;
