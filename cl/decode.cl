@@ -158,12 +158,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(DEC
     }
 #endif
 #if FLASHCL_BIAS
-    // Each packed row's bias plane: its own batch element and query head (rows past the real ones are never read).
-    ulong bias_base[ROWS];
-    for (int r = 0; r < ROWS; ++r) {
-        const int p = p0 + min(r, rows - 1), pos = p / group_size;
-        bias_base[r] = FLASHCL_BIAS_BASE(b, hk * group_size + (p - pos * group_size));
-    }
+    // Packed row r's bias plane (its own batch element and query head; rows past the real ones are never read),
+    // found again at every key step, a few integer operations: ROWS 64-bit bases kept across the key loop cost
+    // the kernel a third of its speed with a bias on the H100 (docs/perf.md, "Decode with a bias").
+#define DECODE_BIAS_ROW(r) (p0 + min((r), rows - 1))
+#define DECODE_BIAS_ROW_BASE(r) \
+    FLASHCL_BIAS_BASE(b, hk * group_size + (DECODE_BIAS_ROW(r) - (DECODE_BIAS_ROW(r) / group_size) * group_size))
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -187,7 +187,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void flashcl_decode(DEC
             const int pos = (p0 + r) / group_size;
             const bool shown = r < rows && col < key_end && (!causal || col <= pos + diagonal) &&
                                FLASHCL_WINDOW_VISIBLE(pos, col);
-            bias_pre[r] = shown ? FLASHCL_BIAS_VALUE(bias_base[r], pos, col) : 0.0f;
+            bias_pre[r] = shown ? FLASHCL_BIAS_VALUE(DECODE_BIAS_ROW_BASE(r), pos, col) : 0.0f;
         }
 #endif
         float s[ROWS];
