@@ -112,8 +112,11 @@ void mma_emulated(float4 *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b
 }
 #if FLASHCL_DTYPE == 0
 // The three instructions of a 3xTF32 product (MMA_CHAINED below) in one
-// exchange through local memory: a third of the barriers and code of three
-// emulated instructions, the same products in the same order.
+// exchange through local memory: a third of the barriers of three emulated
+// instructions, the same products in the same order. The three products are
+// one rolled loop, not three inlined copies: llvmpipe's build time grows
+// much faster than the code, and the copies made the emulated 3xTF32 kernels
+// build 3x slower on rusticl (docs/perf.md, "Test time").
 void mma3_emulated(float4 *c, const uint *a, const uint *b, __local uint *scratch, int lane) {
     const int g = lane >> 2, t = lane & 3;
     __local uint *a_big = scratch, *a_small = scratch + 128, *b_big = scratch + 256, *b_small = scratch + 320;
@@ -123,9 +126,12 @@ void mma3_emulated(float4 *c, const uint *a, const uint *b, __local uint *scratc
     store_b(b_small, g, t, b[2], b[3]);
     barrier(CLK_LOCAL_MEM_FENCE);
     float4 acc = *c;
-    acc = emulated_product(acc, a_small, b_big, g, t);
-    acc = emulated_product(acc, a_big, b_small, g, t);
-    *c = emulated_product(acc, a_big, b_big, g, t);
+    UNROLL
+    for (int part = 0; part < 3; ++part) {
+        __local const uint *pa = part == 0 ? a_small : a_big, *pb = part == 1 ? b_small : b_big;
+        acc = emulated_product(acc, pa, pb, g, t);
+    }
+    *c = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 #endif
