@@ -74,9 +74,14 @@ inline void store_b(__local uint *region, int g, int t, uint b0, uint b1) {
     region[g * 8 + t + 4] = b1;
 }
 // acc + A B for A (16 x MMA_K) and B stored by store_a / store_b, one fma
-// per product in k order. The k loop takes 4 steps per iteration: every
-// loop iteration counts against llvmpipe's limit (see UNROLL_ALWAYS), while
-// unrolling it whole made rusticl's compile of a kernel 2-3 times slower.
+// per product in k order. The k loop takes EMULATED_STEPS steps per
+// iteration: every loop iteration counts against llvmpipe's limit (see
+// UNROLL_ALWAYS), while every step in its body costs rusticl build time
+// (unrolled whole, a kernel built 2-3 times slower; 4 steps instead of 2 in
+// the 16-bit kernels, 2x slower: docs/perf.md, "Test time"). 16-bit
+// products take 8 iterations of 2 steps, TF32 ones 2 of 4: no more than the
+// 9 iterations of an emulated 3xTF32 instruction below, on which the
+// llvmpipe budget (src/mma_backends.c) is measured.
 float4 emulated_product(float4 acc, __local const uint *a, __local const uint *b, int g, int t) {
 #define EMULATED_STEP(kk)                                                                        \
     {                                                                                            \
@@ -89,9 +94,15 @@ float4 emulated_product(float4 acc, __local const uint *a, __local const uint *b
         acc.z = fma(a_bottom, b_left, acc.z);                                                    \
         acc.w = fma(a_bottom, b_right, acc.w);                                                   \
     }
+#if FLASHCL_DTYPE == 0
     for (int kk = 0; kk < MMA_K; kk += 4) {
         EMULATED_STEP(kk) EMULATED_STEP(kk + 1) EMULATED_STEP(kk + 2) EMULATED_STEP(kk + 3)
     }
+#else
+    for (int kk = 0; kk < MMA_K; kk += 2) {
+        EMULATED_STEP(kk) EMULATED_STEP(kk + 1)
+    }
+#endif
 #undef EMULATED_STEP
     return acc;
 }

@@ -85,11 +85,13 @@ int flashcl_decode_tiles(const flashcl_device_caps *caps, const flashcl_problem 
 }
 
 /* Loop iterations of cl/decode_mma.cl's emulation per round: every
- * emulated instruction's k loop (MMA_K / 4 iterations) and the rolled loops
- * around the instructions, with room for the rest. */
+ * emulated instruction's k loop (MMA_K / 2 iterations of two steps for its
+ * 16-bit operands, cl/mma_emulated.cl) and the rolled loops around the
+ * instructions, with room for the rest. */
+#define EMULATED_K_ITERATIONS (16 / 2)
 static size_t mma_iterations_per_round(const flashcl_attention_desc *desc) {
     const size_t d = (size_t)desc->head_dim, dim_steps = d / 16, dim_tiles = d / 8;
-    return (2 * dim_steps + dim_tiles) * (16 / 4 + 2) + 2 * dim_steps + 64;
+    return (2 * dim_steps + dim_tiles) * (EMULATED_K_ITERATIONS + 2) + 2 * dim_steps + 64;
 }
 
 const flashcl_mma_backend *flashcl_decode_mma_backend(const flashcl_device_caps *caps, const flashcl_settings *s,

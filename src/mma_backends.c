@@ -13,8 +13,12 @@
 /* The forward's emulation on llvmpipe: every emulated instruction's loops
  * stay rolled (cl/forward_mma.cl, UNROLL), and with llvmpipe's 32 KiB tiles
  * every key block takes about 64 of them: the sum came out truncated after
- * 62 key blocks (f32, head_dim 128, 16-key blocks). Past this many blocks,
- * with room to spare, such a call runs the portable kernel. */
+ * 62 key blocks (f32, head_dim 128, 16-key blocks) when an emulated 3xTF32
+ * instruction ran 6 loop iterations; it runs 9 since its three products
+ * became one loop (cl/mma_emulated.cl), which brings the truncation nearer
+ * (about 41 blocks if the emulation's loops are all that counts). Past this
+ * many blocks such a call runs the portable kernel; test_forward_mma and
+ * test_backward_mma run calls at the limit on llvmpipe. */
 #define LLVMPIPE_EMULATED_MAX_KEY_BLOCKS 32
 /* The backward's: the forward's emulation truncated after about 62 blocks of
  * 64 emulated 3xTF32 products (~4000, its own loops included) and stops at
