@@ -192,12 +192,35 @@ typedef storage_t bias_t;
 // at key position pos (row + diagonal) and key col, in the library's order: soft-capping, then ALiBi; the masks
 // come after, where the kernels apply them. slope is the row's head's. src/reference/ implements the same.
 #if FLASHCL_SOFTCAP
+#ifdef FLASHCL_MMA_PTX
+// The matrix-unit kernels (FLASHCL_MMA_PTX set, 0 or 1): tanh|y| = 1 - 2r with r = 1 / (exp(2|y|) + 1), one
+// exponential and one reciprocal and no branch, and the derivative 1 - tanh^2 = 4 r (1 - r), which keeps its
+// relative accuracy where |tanh| nears 1. On NVIDIA the pair is ex2.approx and rcp.approx (native_*): the
+// special-function unit is what soft-capping costs there, and OpenCL's precise tanh added a branchy sequence
+// beside them (the f16 forward 1.43-1.47x dense at d64 instead of 1.91-1.96x, 1.27-1.28x at d128 instead of
+// 1.56x: docs/perf.md). The absolute error of t is a few float ulps of 1, so cap * t is the score within
+// cap x 2^-22, far inside the tolerance rules; the emulation computes the same formula in float accuracy.
+#if FLASHCL_MMA_PTX
+#define SOFTCAP_EXP2(x) native_exp2(x)
+#define SOFTCAP_RECIP(x) native_recip(x)
+#else
+#define SOFTCAP_EXP2(x) exp2(x)
+#define SOFTCAP_RECIP(x) (1.0f / (x))
+#endif
+inline float flashcl_softcap(float x, float cap, float *grad) {
+    const float y = x / cap;
+    const float r = SOFTCAP_RECIP(SOFTCAP_EXP2(fabs(y) * 2.8853900817779268f) + 1.0f); /* 2 log2(e) |y| */
+    *grad = 4.0f * r * (1.0f - r);
+    return cap * copysign(1.0f - 2.0f * r, y);
+}
+#else
 // cap * tanh(x / cap), and its derivative 1 - tanh^2 in *grad (the backward's chain rule).
 inline float flashcl_softcap(float x, float cap, float *grad) {
     const float t = tanh(x / cap);
     *grad = 1.0f - t * t;
     return cap * t;
 }
+#endif
 #define FLASHCL_SOFTCAP_APPLY(x, grad) flashcl_softcap((x), softcap, &(grad))
 #else
 #define FLASHCL_SOFTCAP_APPLY(x, grad) (x)
