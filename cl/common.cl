@@ -197,8 +197,8 @@ typedef storage_t bias_t;
 // exponential and one reciprocal and no branch, and the derivative 1 - tanh^2 = 4 r (1 - r), which keeps its
 // relative accuracy where |tanh| nears 1. On NVIDIA the pair is ex2.approx and rcp.approx (native_*): the
 // special-function unit is what soft-capping costs there, and OpenCL's precise tanh added a branchy sequence
-// beside them (the f16 forward 1.43-1.47x dense at d64 instead of 1.91-1.96x, 1.27-1.28x at d128 instead of
-// 1.56x: docs/perf.md). The absolute error of t is a few float ulps of 1, so cap * t is the score within
+// beside them (the f16 forward 1.45-1.48x dense at d64 instead of 1.91-1.96x, 1.25-1.28x at d128 instead of
+// 1.56x on the H100: docs/perf.md). The absolute error of t is a few float ulps of 1, so cap * t is the score within
 // cap x 2^-22, far inside the tolerance rules; the emulation computes the same formula in float accuracy.
 #if FLASHCL_MMA_PTX
 #define SOFTCAP_EXP2(x) native_exp2(x)

@@ -74,14 +74,14 @@ inline void store_b(__local uint *region, int g, int t, uint b0, uint b1) {
     region[g * 8 + t + 4] = b1;
 }
 // acc + A B for A (16 x MMA_K) and B stored by store_a / store_b, one fma
-// per product in k order. The k loop takes EMULATED_STEPS steps per
-// iteration: every loop iteration counts against llvmpipe's limit (see
-// UNROLL_ALWAYS), while every step in its body costs rusticl build time
-// (unrolled whole, a kernel built 2-3 times slower; 4 steps instead of 2 in
-// the 16-bit kernels, 2x slower: docs/perf.md, "Test time"). 16-bit
-// products take 8 iterations of 2 steps, TF32 ones 2 of 4: no more than the
-// 9 iterations of an emulated 3xTF32 instruction below, on which the
-// llvmpipe budget (src/mma_backends.c) is measured.
+// per product in k order, a few k steps per loop iteration: every loop
+// iteration counts against llvmpipe's limit (see UNROLL_ALWAYS), while every
+// step in the loop's body costs rusticl build time (unrolled whole, a kernel
+// built 2-3 times slower; 4 steps instead of 2 in the 16-bit kernels, 2x
+// slower: docs/perf.md, "Test time"). 16-bit products take 8 iterations of 2
+// steps, TF32 ones 2 of 4: no more than the 9 iterations of an emulated
+// 3xTF32 instruction below, on which the llvmpipe budget
+// (src/mma_backends.c) is measured.
 float4 emulated_product(float4 acc, __local const uint *a, __local const uint *b, int g, int t) {
 #define EMULATED_STEP(kk)                                                                        \
     {                                                                                            \
