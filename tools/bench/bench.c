@@ -72,35 +72,6 @@ static void score_mods(const bench_options *o, flashcl_attention_extras *extras)
 
 static int has_score_mods(const bench_options *o) { return o->softcap > 0.0 || o->alibi_max_bias > 0.0; }
 
-/* --bias: a zero bias of the chosen shape in the storage type, as the call's extras->bias; NULL (and a message)
- * when it cannot be made. Zeros: the results are those without a bias, and the time is the reading of it. */
-static cl_mem zero_bias(flashcl_context *ctx, const bench_options *o, const flashcl_attention_desc *d,
-                        flashcl_attention_extras *extras, double *bytes) {
-    const int full = o->bias == BENCH_BIAS_FULL;
-    const size_t n = (size_t)d->seqlen_q, element = d->dtype == FLASHCL_DTYPE_F32 ? 4 : 2;
-    const size_t bb = full ? (size_t)d->batch : 1, bh = full ? (size_t)d->heads_q : 1;
-    const size_t size = bb * bh * n * n * element;
-    cl_int err = CL_SUCCESS;
-    cl_mem buffer = clCreateBuffer(flashcl_context_cl_context(ctx), CL_MEM_READ_ONLY, size, NULL, &err);
-    if (err != CL_SUCCESS) return NULL;
-    /* A 16-byte pattern where the size allows: NVIDIA's driver (580) did not finish a fill of a 2.1 GB buffer
-     * with a 1-byte pattern in a minute (the d64 (B, H, N, N) bias at N = 2048). */
-    const cl_uint zeros[4] = {0u, 0u, 0u, 0u};
-    const size_t pattern = size % sizeof zeros == 0 ? sizeof zeros : 1;
-    cl_command_queue queue = flashcl_context_queue(ctx);
-    if (clEnqueueFillBuffer(queue, buffer, zeros, pattern, 0, size, 0, NULL, NULL) != CL_SUCCESS ||
-        clFinish(queue) != CL_SUCCESS) {
-        clReleaseMemObject(buffer);
-        return NULL;
-    }
-    extras->bias = (flashcl_tensor){buffer, 0, full ? bh * n * n : 0, full ? n * n : 0, n};
-    extras->bias_batch = (int)bb;
-    extras->bias_heads = (int)bh;
-    extras->bias_dtype = d->dtype;
-    *bytes = (double)size;
-    return buffer;
-}
-
 static void record_skipped_size(sweep_state *s, const flashcl_attention_desc *desc, flashcl_status status) {
     const bench_options *o = s->options;
     for (int direction = 0; direction <= (o->backward ? 1 : 0); ++direction)
@@ -294,8 +265,11 @@ static void measure_size(sweep_state *s, int seqlen) {
     if (!mask && with_extras) flashcl_attention_extras_init(&extras);
     if (with_extras) score_mods(o, &extras);
     cl_mem bias = NULL;
-    s->bias_bytes = 0.0;
-    if (o->bias && !(bias = zero_bias(s->ctx, o, &desc, &extras, &s->bias_bytes))) {
+    size_t bias_bytes = 0;
+    if (o->bias && !(bias = bench_zero_bias(flashcl_context_cl_context(s->ctx), flashcl_context_queue(s->ctx),
+                                            o->bias == BENCH_BIAS_FULL, desc.batch, desc.heads_q,
+                                            (size_t)desc.seqlen_q, (size_t)desc.seqlen_k, desc.dtype, &extras,
+                                            &bias_bytes))) {
         fprintf(stderr, "flashcl bench: N=%d skipped: cannot create the bias\n", seqlen);
         record_skipped_size(s, &desc, FLASHCL_ERROR_OUT_OF_DEVICE_MEMORY);
         s->failed = 1;
@@ -303,6 +277,7 @@ static void measure_size(sweep_state *s, int seqlen) {
         bench_buffers_release(&buffers);
         return;
     }
+    s->bias_bytes = (double)bias_bytes;
     const flashcl_attention_extras *call_extras = with_extras ? &extras : NULL;
     varlen_run varlen;
     const int with_varlen = o->varlen && varlen_setup(s, &desc, &buffers, &varlen);

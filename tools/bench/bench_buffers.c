@@ -182,3 +182,27 @@ flashcl_status bench_read_floats(flashcl_context *ctx, cl_mem buffer, size_t cou
     }
     return FLASHCL_SUCCESS;
 }
+
+cl_mem bench_zero_bias(cl_context context, cl_command_queue queue, int full, int batch, int heads, size_t rows,
+                       size_t cols, flashcl_dtype dtype, flashcl_attention_extras *extras, size_t *bytes) {
+    const size_t bb = full ? (size_t)batch : 1, bh = full ? (size_t)heads : 1;
+    const size_t size = bb * bh * rows * cols * flashcl_dtype_size(dtype);
+    /* The buffer in whole 16-byte patterns, the view its first `size` bytes: NVIDIA's driver (580) did not finish
+     * a fill of a 2.1 GB buffer with a 1-byte pattern in a minute (the d64 (B, H, N, N) bias at N = 2048). */
+    const size_t padded = (size + 15) / 16 * 16;
+    cl_int err = CL_SUCCESS;
+    cl_mem buffer = clCreateBuffer(context, CL_MEM_READ_ONLY, padded, NULL, &err);
+    if (err != CL_SUCCESS) return NULL;
+    const cl_uint zeros[4] = {0u, 0u, 0u, 0u};
+    if (clEnqueueFillBuffer(queue, buffer, zeros, sizeof zeros, 0, padded, 0, NULL, NULL) != CL_SUCCESS ||
+        clFinish(queue) != CL_SUCCESS) {
+        clReleaseMemObject(buffer);
+        return NULL;
+    }
+    extras->bias = (flashcl_tensor){buffer, 0, full ? bh * rows * cols : 0, full ? rows * cols : 0, cols};
+    extras->bias_batch = (int)bb;
+    extras->bias_heads = (int)bh;
+    extras->bias_dtype = dtype;
+    *bytes = size;
+    return buffer;
+}

@@ -35,6 +35,12 @@ flashcl_status bench_buffers_create(flashcl_context *ctx, const flashcl_attentio
 
 void bench_buffers_release(bench_buffers *buffers);
 
+/* --bias of both benches: a zero additive bias (batch or 1, heads or 1, rows, cols) in dtype as extras->bias
+ * (`full` 0: a shared plane, its broadcast dimensions at stride 0), its bytes in *bytes; NULL when it cannot be
+ * made. Zeros leave the results those without a bias, so what it adds to a call's time is the reading of it. */
+cl_mem bench_zero_bias(cl_context context, cl_command_queue queue, int full, int batch, int heads, size_t rows,
+                       size_t cols, flashcl_dtype dtype, flashcl_attention_extras *extras, size_t *bytes);
+
 /* The next number of the bench's seedable generator (splitmix64). */
 uint64_t bench_random_next(uint64_t *state);
 

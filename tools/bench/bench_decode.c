@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_buffers.h"
 #include "bench_options.h"
 #include "cli_util.h"
 #include "dtype_option.h"
@@ -209,35 +210,6 @@ static double copy_gbps(cl_context context, cl_command_queue queue, size_t bytes
     return rate;
 }
 
-/* --bias: a zero bias in the storage type over `keys` key positions, into extras; NULL when it cannot be made.
- * Zeros leave the results those without a bias, so what it adds to the time is the reading of it. */
-static cl_mem zero_bias(cl_context context, cl_command_queue queue, const decode_options *o, int keys,
-                        flashcl_attention_extras *extras, size_t *bytes) {
-    const int full = o->bias == BENCH_BIAS_FULL;
-    const size_t bb = full ? (size_t)o->batch : 1, bh = full ? (size_t)o->heads : 1, rows = (size_t)o->query_len,
-                 cols = (size_t)keys;
-    const size_t size = bb * bh * rows * cols * flashcl_dtype_size(o->dtype);
-    /* The buffer in whole 16-byte patterns: NVIDIA's driver is very slow filling a big buffer with a 1-byte
-     * pattern (bench.c's zero_bias says how slow); the view reads the first `size` bytes of it. */
-    const size_t padded = (size + 15) / 16 * 16;
-    cl_int err = CL_SUCCESS;
-    cl_mem buffer = clCreateBuffer(context, CL_MEM_READ_ONLY, padded, NULL, &err);
-    if (err != CL_SUCCESS) return NULL;
-    const cl_uint zeros[4] = {0u, 0u, 0u, 0u};
-    if (clEnqueueFillBuffer(queue, buffer, zeros, sizeof zeros, 0, padded, 0, NULL, NULL) != CL_SUCCESS ||
-        clFinish(queue) != CL_SUCCESS) {
-        clReleaseMemObject(buffer);
-        return NULL;
-    }
-    /* A broadcast dimension gets stride 0, as the library takes a shared plane. */
-    extras->bias = (flashcl_tensor){buffer, 0, full ? bh * rows * cols : 0, full ? rows * cols : 0, cols};
-    extras->bias_batch = (int)bb;
-    extras->bias_heads = (int)bh;
-    extras->bias_dtype = o->dtype;
-    *bytes = size;
-    return buffer;
-}
-
 /* Times one cache length; r->ok 0 (with a message printed) if a call failed. */
 static void measure(flashcl_context *ctx, const decode_options *o, int n, decode_record *r) {
     memset(r, 0, sizeof *r);
@@ -278,8 +250,10 @@ static void measure(flashcl_context *ctx, const decode_options *o, int n, decode
     flashcl_attention_extras extras;
     flashcl_attention_extras_init(&extras);
     size_t bias_bytes = 0;
-    cl_mem bias = o->bias ? zero_bias(context, queue, o, o->page_size ? pages_per_seq * o->page_size : n, &extras,
-                                      &bias_bytes)
+    cl_mem bias = o->bias ? bench_zero_bias(context, queue, o->bias == BENCH_BIAS_FULL, o->batch, o->heads,
+                                            (size_t)o->query_len,
+                                            (size_t)(o->page_size ? pages_per_seq * o->page_size : n), o->dtype,
+                                            &extras, &bias_bytes)
                           : NULL;
     if (!q || !k || !v || !out || !lse || !lens_buffer || (o->page_size && !table_buffer) || (o->bias && !bias)) {
         fprintf(stderr, "flashcl bench --decode: N=%d: cannot allocate the tensors (%zu bytes of K and V%s)\n", n,
