@@ -67,6 +67,28 @@ static void print_help(FILE *out) {
             "could run, 2 bad options.\n");
 }
 
+/* Every item of a --plans list is BQ,BK,TQ,TK: checked while parsing, so a typo is a usage error at once, not
+ * after the default plan has been built and run (minutes on a CPU device at the default sizes). */
+static int plan_list_syntax(const char *list) {
+    char *copy = strdup(list);
+    if (!copy) return -1;
+    int result = 0, items = 0;
+    for (char *save = NULL, *item = strtok_r(copy, ":", &save); item; item = strtok_r(NULL, ":", &save), ++items) {
+        flashcl_plan p;
+        if (cli_parse_plan(item, &p) != 0) {
+            fprintf(stderr, "flashcl tune: --plans: '%s' is not BQ,BK,TQ,TK\n", item);
+            result = -1;
+            break;
+        }
+    }
+    if (result == 0 && items == 0) {
+        fprintf(stderr, "flashcl tune: --plans lists no plan\n");
+        result = -1;
+    }
+    free(copy);
+    return result;
+}
+
 static int parse_options(int argc, char **argv, tune_options *o) {
     *o = (tune_options){FLASHCL_PASS_FORWARD, 64, 2048, 4, 16, 0, FLASHCL_DTYPE_F32, 5, 1, 10, NULL, NULL, NULL};
     for (int i = 1; i < argc; ++i) {
@@ -117,7 +139,7 @@ static int parse_options(int argc, char **argv, tune_options *o) {
             continue;
         }
         if ((got = cli_option_value(argc, argv, &i, "--plans", &o->plan_list)) != 0) {
-            if (got < 0) return -1;
+            if (got < 0 || plan_list_syntax(o->plan_list) != 0) return -1;
             continue;
         }
         if ((got = cli_option_value(argc, argv, &i, "--json", &o->json_path)) != 0) {
@@ -130,8 +152,8 @@ static int parse_options(int argc, char **argv, tune_options *o) {
     return 0;
 }
 
-/* The plans of --plans, each checked against the device: one that does not
- * fit is an error naming the reason, not a silently shorter list. */
+/* The plans of --plans (their syntax checked by parse_options), each checked against the device before anything
+ * runs: one that does not fit is an error naming the reason, not a silently shorter list. */
 static int listed_plans(const flashcl_device_limits *limits, const tune_options *o, flashcl_plan *out,
                         size_t *count) {
     *count = 0;
@@ -141,8 +163,7 @@ static int listed_plans(const flashcl_device_limits *limits, const tune_options 
     for (char *save = NULL, *item = strtok_r(copy, ":", &save); item; item = strtok_r(NULL, ":", &save)) {
         flashcl_plan p;
         char reason[160] = "";
-        if (cli_parse_plan(item, &p) != 0) {
-            fprintf(stderr, "flashcl tune: --plans: '%s' is not BQ,BK,TQ,TK\n", item);
+        if (cli_parse_plan(item, &p) != 0) { /* parse_options checked every item */
             result = -1;
             break;
         }
@@ -155,10 +176,6 @@ static int listed_plans(const flashcl_device_limits *limits, const tune_options 
         out[(*count)++] = p;
     }
     free(copy);
-    if (result == 0 && *count == 0) {
-        fprintf(stderr, "flashcl tune: --plans lists no plan\n");
-        result = -1;
-    }
     return result;
 }
 
@@ -351,22 +368,20 @@ int flashcl_cmd_tune(int argc, char **argv) {
     cli_describe_device(flashcl_context_device(s.ctx), device, sizeof device);
     flashcl_device_limits limits;
     flashcl_plan def;
+    size_t count = 0;
     if (!plans || !results) {
         fprintf(stderr, "flashcl tune: out of host memory\n");
     } else if ((status = flashcl_context_limits(s.ctx, &limits)) != FLASHCL_SUCCESS) {
         cli_report_library_error("tune", "reading the device limits", s.ctx, status);
+    } else if (o.plan_list && listed_plans(&limits, &o, plans, &count) != 0) {
+        /* said why; checked before the inputs are made and the default plan runs */
     } else if ((status = bench_buffers_create(s.ctx, &s.desc, o.pass == FLASHCL_PASS_BACKWARD, 0.0, 12345u,
                                               &s.buffers, message, sizeof message)) != FLASHCL_SUCCESS) {
         fprintf(stderr, "flashcl tune: allocating the inputs: %s\n", message);
     } else if ((status = default_reference(&s, &def)) != FLASHCL_SUCCESS) {
         cli_report_library_error("tune", "running the default plan", s.ctx, status);
     } else {
-        size_t count = 0;
-        if (o.plan_list) {
-            if (listed_plans(&limits, &o, plans, &count) != 0) goto done;
-        } else {
-            count = candidate_plans(&limits, &o, plans);
-        }
+        if (!o.plan_list) count = candidate_plans(&limits, &o, plans);
         /* The default plan is always timed, so the ranking says what tuning gains. */
         int listed = 0;
         for (size_t i = 0; i < count; ++i) listed |= same_plan(&plans[i], &def);
@@ -391,7 +406,6 @@ int flashcl_cmd_tune(int argc, char **argv) {
         if (o.json_path && write_json(o.json_path, &o, device, results, count) != 0) wrong = 1;
         exit_code = (wrong == 0 && ran > 0) ? FLASHCL_EXIT_OK : FLASHCL_EXIT_FAILURE;
     }
-done:
     free(s.reference);
     bench_buffers_release(&s.buffers);
     free(plans);

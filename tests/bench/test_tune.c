@@ -81,6 +81,8 @@ START_TEST(test_plan_that_does_not_fit) {
     char *err = captured("misfit", "err");
     ck_assert_int_eq(status, 1); /* a failure, not a usage error: the list parsed */
     ck_assert_msg(strstr(err, "8,8,1,1 does not fit this device") != NULL, "stderr:\n%s", err);
+    /* refused before any plan ran: the default plan included */
+    ck_assert_msg(strstr(err, "tune: plan ") == NULL, "a plan ran before the refusal:\n%s", err);
     free(err);
 }
 END_TEST
@@ -88,10 +90,18 @@ END_TEST
 START_TEST(test_bad_options) {
     char *bad_pass[] = {"--pass", "sideways", NULL};
     ck_assert_int_eq(run_tune("bad_pass", bad_pass), 2);
+    /* A malformed list is a usage error, found while parsing: before a context exists or the default plan runs
+     * (which at the default sizes takes half a minute on a CPU device). */
     char *bad_plan[] = {"--plans", "16,16,4", NULL};
-    ck_assert_int_eq(run_tune("bad_plan", bad_plan), 1);
+    ck_assert_int_eq(run_tune("bad_plan", bad_plan), 2);
     char *err = captured("bad_plan", "err");
     ck_assert_msg(strstr(err, "is not BQ,BK,TQ,TK") != NULL, "stderr:\n%s", err);
+    ck_assert_msg(strstr(err, "tune: plan ") == NULL, "a plan ran before the refusal:\n%s", err);
+    free(err);
+    char *no_plan[] = {"--plans", ":", NULL};
+    ck_assert_int_eq(run_tune("no_plan", no_plan), 2);
+    err = captured("no_plan", "err");
+    ck_assert_msg(strstr(err, "lists no plan") != NULL, "stderr:\n%s", err);
     free(err);
 }
 END_TEST
