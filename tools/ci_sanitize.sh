@@ -114,8 +114,9 @@ if [[ " $steps " == *" asan "* ]]; then
   #                      selection with every ASan and UBSan check but leaks and builds POCL's kernel
   #                      cache (POCL_CACHE_DIR, shared, inside build-asan/); pass 2 runs it again
   #                      on the warm cache with leak checking and full allocation stacks.
-  # Check forks every test (CK_FORK): LSan checks each child at its exit and a leak makes the child
-  # exit 1, which Check reports as an error of that test; CK_FORK=no also works (one check at exit).
+  # The tests' environment turns Check's forking off (CK_FORK=no): LSan checks a suite's process once
+  # at its exit and a leak makes it exit 1, which CTest reports as the suite failing; in the suites
+  # that still fork each case (they set environment variables) a leak fails that case.
   #   detect_stack_use_after_return=1  not a driver matter: also catch flashcl's use of a returned
   #                      function's locals (off by default in clang 15).
   asan_common=use_sigaltstack=0:detect_stack_use_after_return=1

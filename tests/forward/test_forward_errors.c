@@ -928,6 +928,9 @@ static Suite *errors_suite(void) {
 
 int main(void) {
     SRunner *runner = srunner_create(errors_suite());
+    /* Cases here set environment variables: each runs in a child of its own, also where the tests' environment
+     * turns Check's forking off (CK_FORK=no, top-level CMakeLists.txt), so none leaks into the next case. */
+    srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

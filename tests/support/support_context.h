@@ -6,7 +6,9 @@
 
 /* Seconds a Check test may run: a cold kernel build is ~1-3 s, a large case
  * plus its CPU reference a few more; CTest's TIMEOUT (900 s or more in every
- * area) sits above a suite's sum. */
+ * area) sits above a suite's sum. Check enforces it only on a case that runs
+ * in a child of its own (CK_FORK); under CTest the cases run unforked
+ * (CK_FORK=no, top-level CMakeLists.txt) and CTest's TIMEOUT is the bound. */
 #define TS_CASE_TIMEOUT 240
 
 /* A context on the device FLASHCL_DEVICE names (CTest sets it per
