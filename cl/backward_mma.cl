@@ -181,7 +181,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const bool keys_past_end = warp_key0 + 16 > seqlen_k;
 #if FLASHCL_BIAS_STAGED
     // Whether all 16 of the warp's keys lie before the last whole chunk, so its bias comes from the staged
-    // tile alone; else (the warp holding the last keys) from global memory, pair by pair.
+    // tile alone; else (the warp holding the last keys) from global memory, value by value (warp-uniform).
     const bool warp_bias_staged = warp_key0 + 16 <= BIAS_STAGED_END(seqlen_k);
 #endif
 
@@ -278,7 +278,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                     // warp-uniform choice instead of a staged-or-global select per value.
                     float4 bias4;
                     if (warp_bias_staged) {
-                        __local const uint4 *row = bias_tile4 + (col)*BIAS_TILE_ROW(OWN_ROWS);
+                        // The tile's rows col and col + 1 are queries q0 + col and + 1.
+                        __local const uint4 *row = bias_tile4 + col * BIAS_TILE_ROW(OWN_ROWS);
                         __local const uint4 *next = row + BIAS_TILE_ROW(OWN_ROWS);
                         bias4 = (float4)(bias_value_local(row, key_top - key0), bias_value_local(next, key_top - key0),
                                          bias_value_local(row, key_bottom - key0),
