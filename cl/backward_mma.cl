@@ -179,6 +179,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     // P^T's keys past seqlen_k (zero K rows) would not be zero: they are
     // masked like the causal ones, though their rows are never stored.
     const bool keys_past_end = warp_key0 + 16 > seqlen_k;
+#if FLASHCL_BIAS_STAGED
+    // Whether all 16 of the warp's keys lie before the last whole chunk, so its bias comes from the staged
+    // tile alone; else (the warp holding the last keys) from global memory, value by value (warp-uniform).
+    const bool warp_bias_staged = warp_key0 + 16 <= BIAS_STAGED_END(seqlen_k);
+#endif
 
     for (int hq = hk * group_size; hq < (hk + 1) * group_size; ++hq) {
         const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)hq * q_stride_h;
@@ -191,9 +196,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_BIAS
         const ulong bias_base = FLASHCL_BIAS_BASE(b, hq);
 #endif
-#if FLASHCL_BIAS_STAGED
-        const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
-#endif
         for (int q0 = q_start; q0 < seqlen_q; q0 += BLOCK_Q) {
             FETCH_TILE(q_tile4, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_Q);
             FETCH_TILE(do_tile4, dout, do_base, do_stride_s, q0, seqlen_q, BLOCK_Q);
@@ -201,30 +203,20 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             FETCH_BIAS_TILE(bias_tile4, q0, BLOCK_Q, seqlen_q, key0, OWN_ROWS, seqlen_k);
 #endif
             COPY_COMMIT();
-#if FLASHCL_BIAS
+#if FLASHCL_BIAS && !FLASHCL_BIAS_STAGED
             // The block's bias in P^T's layout (queries q0 + n * 8 + 2t and
-            // + 1 of keys key_top: x, y; key_bottom: z, w): from the staged
-            // tile after the wait below, or loaded now, before the products,
-            // so that its latency hides behind them, as in the forward.
+            // + 1 of keys key_top: x, y; key_bottom: z, w), loaded now,
+            // before the products, so that its latency hides behind them, as
+            // in the forward. Staged, it is read where it is added (below).
             float4 bias_pre[Q_TILES];
-#if FLASHCL_BIAS_STAGED
-#define BIAS_DKDV(query, key)                                                                                \
-    ((key) < bias_staged_end                                                                                 \
-         ? bias_value_local(bias_tile4 + ((query) - q0) * BIAS_TILE_ROW(OWN_ROWS), (key) - key0)            \
-         : FLASHCL_BIAS_VALUE(bias_base, query, key))
-#else
-#define BIAS_DKDV(query, key) FLASHCL_BIAS_VALUE(bias_base, query, key)
-#endif
-#define BIAS_DKDV_BLOCK()                                                                                    \
-    UNROLL_ALWAYS                                                                                            \
-    for (int n = 0; n < Q_TILES; ++n) {                                                                      \
-        const int query = q0 + n * 8 + 2 * t;                                                                \
-        bias_pre[n] = (float4)(BIAS_DKDV(query, key_top), BIAS_DKDV(query + 1, key_top),                     \
-                               BIAS_DKDV(query, key_bottom), BIAS_DKDV(query + 1, key_bottom));              \
-    }
-#if !FLASHCL_BIAS_STAGED
-            BIAS_DKDV_BLOCK();
-#endif
+            UNROLL_ALWAYS
+            for (int n = 0; n < Q_TILES; ++n) {
+                const int query = q0 + n * 8 + 2 * t;
+                bias_pre[n] = (float4)(FLASHCL_BIAS_VALUE(bias_base, query, key_top),
+                                       FLASHCL_BIAS_VALUE(bias_base, query + 1, key_top),
+                                       FLASHCL_BIAS_VALUE(bias_base, query, key_bottom),
+                                       FLASHCL_BIAS_VALUE(bias_base, query + 1, key_bottom));
+            }
 #endif
             for (int r = lid; r < BLOCK_Q; r += WG_SIZE) {
                 const bool valid = q0 + r < seqlen_q;
@@ -233,9 +225,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             }
             COPY_WAIT(0);
             barrier(CLK_LOCAL_MEM_FENCE);
-#if FLASHCL_BIAS_STAGED
-            BIAS_DKDV_BLOCK();
-#endif
 #if MMA_WARPS_MAY_SKIP
             // A warp whose keys no query of the block sees skips its
             // arithmetic (P^T = 0); warp-uniform.
@@ -284,8 +273,29 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #elif FLASHCL_BIAS
                     st[n] *= scale;
 #endif
+#if FLASHCL_BIAS_STAGED
+                    // Read here, not before the products: 16 fewer registers live across them, and one
+                    // warp-uniform choice instead of a staged-or-global select per value.
+                    float4 bias4;
+                    if (warp_bias_staged) {
+                        // The tile's rows col and col + 1 are queries q0 + col and + 1.
+                        __local const uint4 *row = bias_tile4 + col * BIAS_TILE_ROW(OWN_ROWS);
+                        __local const uint4 *next = row + BIAS_TILE_ROW(OWN_ROWS);
+                        bias4 = (float4)(bias_value_local(row, key_top - key0), bias_value_local(next, key_top - key0),
+                                         bias_value_local(row, key_bottom - key0),
+                                         bias_value_local(next, key_bottom - key0));
+                    } else {
+                        const int query = q0 + col;
+                        bias4 = (float4)(FLASHCL_BIAS_VALUE(bias_base, query, key_top),
+                                         FLASHCL_BIAS_VALUE(bias_base, query + 1, key_top),
+                                         FLASHCL_BIAS_VALUE(bias_base, query, key_bottom),
+                                         FLASHCL_BIAS_VALUE(bias_base, query + 1, key_bottom));
+                    }
+#elif FLASHCL_BIAS
+                    const float4 bias4 = bias_pre[n];
+#endif
 #if FLASHCL_BIAS
-                    st[n] += bias_pre[n];
+                    st[n] += bias4;
 #endif
                     float4 p = (float4)(EXP2(fma(st[n].x, scale2, -l0)), EXP2(fma(st[n].y, scale2, -l1)),
                                         EXP2(fma(st[n].z, scale2, -l0)), EXP2(fma(st[n].w, scale2, -l1)));
@@ -298,7 +308,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                         if (bottom_out || (causal && key_bottom > query + 1 + diagonal)) p.w = 0.0f;
                     }
 #if FLASHCL_BIAS
-                    BIAS_HIDE(p, bias_pre[n]);
+                    BIAS_HIDE(p, bias4);
 #endif
 #if FLASHCL_SOFTCAP
                     const float4 ds = p * (dpt[n] - (float4)(d0, d1, d0, d1)) * (float4)(g0, g1, g2, g3);
@@ -331,10 +341,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         }
     }
 
-#if FLASHCL_BIAS
-#undef BIAS_DKDV
-#undef BIAS_DKDV_BLOCK
-#endif
     const ulong dk_base = dk_offset + (ulong)b * dk_stride_b + (ulong)hk * dk_stride_h;
     const ulong dv_base = dv_offset + (ulong)b * dv_stride_b + (ulong)hk * dv_stride_h;
     STORE_ROWS(dk, dk_base, dk_stride_s, dk_acc, key_top, seqlen_k, scale);
@@ -432,31 +438,25 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #endif
         COPY_COMMIT();
 #if FLASHCL_BIAS
-        // The block's bias in S's layout (rows row_top: x, y; row_bottom: z,
-        // w; keys k0 + n * 8 + 2t and + 1): from the staged tile after the
-        // wait below, or loaded now, before the products, so that its latency
-        // hides behind them, as in the forward.
-        float4 bias_pre[KEY_TILES];
 #define BIAS_DQ_GLOBAL(col)                                                                                  \
     (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, col), FLASHCL_BIAS_VALUE(bias_base, row_top, (col) + 1), \
              FLASHCL_BIAS_VALUE(bias_base, row_bottom, col), FLASHCL_BIAS_VALUE(bias_base, row_bottom, (col) + 1))
-#if !FLASHCL_BIAS_STAGED
+#endif
+#if FLASHCL_BIAS && !FLASHCL_BIAS_STAGED
+        // The block's bias in S's layout (rows row_top: x, y; row_bottom: z,
+        // w; keys k0 + n * 8 + 2t and + 1), loaded now, before the products,
+        // so that its latency hides behind them, as in the forward. Staged,
+        // it is read where it is added (below).
+        float4 bias_pre[KEY_TILES];
         UNROLL_ALWAYS
         for (int n = 0; n < KEY_TILES; ++n) bias_pre[n] = BIAS_DQ_GLOBAL(k0 + n * 8 + 2 * t);
-#endif
 #endif
         COPY_WAIT(0);
         barrier(CLK_LOCAL_MEM_FENCE);
 #if FLASHCL_BIAS_STAGED
-        UNROLL_ALWAYS
-        for (int n = 0; n < KEY_TILES; ++n) {
-            const int col = k0 + n * 8 + 2 * t;
-            bias_pre[n] = col < bias_staged_end
-                              ? (float4)(bias_pair_local(bias_tile4 + (row_top - q0) * BIAS_TILE_ROW(BLOCK_K), col - k0),
-                                         bias_pair_local(bias_tile4 + (row_bottom - q0) * BIAS_TILE_ROW(BLOCK_K),
-                                                         col - k0))
-                              : BIAS_DQ_GLOBAL(col);
-        }
+        // Whether every key of the block lies before the last whole chunk (work-group-uniform): its bias then
+        // comes from the staged tile alone, else from global memory, pair by pair.
+        const bool block_bias_staged = k0 + BLOCK_K <= bias_staged_end;
 #endif
 #if MMA_WARPS_MAY_SKIP
         const bool warp_active = !causal || k0 <= warp_row0 + 15 + diagonal;
@@ -501,8 +501,19 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #elif FLASHCL_BIAS
                 s[n] *= scale;
 #endif
+#if FLASHCL_BIAS_STAGED
+                // Read here, not before the products: 16 fewer registers live across them.
+                const float4 bias4 = block_bias_staged
+                                         ? (float4)(bias_pair_local(bias_tile4 + (row_top - q0) * BIAS_TILE_ROW(BLOCK_K),
+                                                                    n * 8 + 2 * t),
+                                                    bias_pair_local(bias_tile4 + (row_bottom - q0) * BIAS_TILE_ROW(BLOCK_K),
+                                                                    n * 8 + 2 * t))
+                                         : BIAS_DQ_GLOBAL(k0 + n * 8 + 2 * t);
+#elif FLASHCL_BIAS
+                const float4 bias4 = bias_pre[n];
+#endif
 #if FLASHCL_BIAS
-                s[n] += bias_pre[n];
+                s[n] += bias4;
 #endif
                 float4 p = (float4)(EXP2(fma(s[n].x, scale2, -lse_top)), EXP2(fma(s[n].y, scale2, -lse_top)),
                                     EXP2(fma(s[n].z, scale2, -lse_bottom)), EXP2(fma(s[n].w, scale2, -lse_bottom)));
@@ -515,7 +526,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                     if (right_out || (causal && col + 1 > row_bottom + diagonal)) p.w = 0.0f;
                 }
 #if FLASHCL_BIAS
-                BIAS_HIDE(p, bias_pre[n]);
+                BIAS_HIDE(p, bias4);
                 // dS before soft-capping's derivative is dBias (cl/backward.cl's DQ_DS).
                 const float4 ds_score = p * (dp[n] - (float4)(delta_top, delta_top, delta_bottom, delta_bottom));
                 if (write_dbias) STORE_DBIAS(ds_score, k0 + n * 8 + 2 * t);

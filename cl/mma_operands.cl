@@ -151,7 +151,8 @@ inline void tf32_split(uint x, uint *big, uint *small) {
 // read each score's bias there: the per-pair global loads they replace waited out their latency and issued 8-16
 // times more load instructions (docs/perf.md). Tiles are rows of `cols` elements padded by one chunk (with 16-bit
 // elements, rows 4 (mod 32) words apart: the lanes' reads of rows g or 2t hit distinct banks). Keys from the last
-// whole chunk before seqlen_k on are read from global memory, as without staging.
+// whole chunk before seqlen_k on are read from global memory, as without staging (the backward kernels: every key
+// of the warp or key block that holds one, so that the choice is uniform).
 #ifndef FLASHCL_BIAS_STAGED
 #define FLASHCL_BIAS_STAGED 0
 #endif

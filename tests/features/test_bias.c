@@ -619,8 +619,10 @@ static void biased_backward(flashcl_context *ctx, const fh_case *c, const fh_inp
  * data, causal GQA with more queries than keys (rows 0-21 see no key): a float32 bias of full shape (its dBias
  * written by the dQ kernel directly, at an odd offset with padded rows: read pair by pair from global memory), a
  * float32 (1, 1) one (dBias through the scratch and the reduction) and a half (1, 1) one, both in 16-byte aligned
- * rows (offset 8, rows padded to 80), so both kernels stage their bias tiles in local memory and read the keys past
- * the last whole chunk (76-77, 72-77) from global memory; each with a row hidden whole by -inf and scattered -inf
+ * rows (offset 8, rows padded to 80), so both kernels stage their bias tiles in local memory, and the warp (dK/dV)
+ * or key block (dQ) that holds a key past the last whole chunk (76-77, 72-77) reads all of its bias from global
+ * memory (keys 64-77: a wrong row or column in the staged read, or a staged range running past the last whole chunk,
+ * each fail this test); each with a row hidden whole by -inf and scattered -inf
  * pairs. O and LSE under the forward's rule, dQ, dK, dV and dBias under the 16-bit backward rule against the double
  * reference, dQ and dBias exactly 0 on empty rows and dBias on every hidden pair, and a second run bit for bit the
  * same. Three emulated builds (unstaged, staged float32, staged half): where sweeps run diagonally (rusticl) the
