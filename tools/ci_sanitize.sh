@@ -57,7 +57,7 @@ configure() {
   local dir=$1 flags=$2
   shift 2
   cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DFLASHCL_WERROR=OFF \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DFLASHCL_WERROR=OFF -DFLASHCL_TEST_JEMALLOC=OFF \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" "$@" >/dev/null
 }
 
