@@ -891,6 +891,25 @@ START_TEST(test_standard_unavailable) {
 END_TEST
 #endif
 
+/* The api cases set FLASHCL_DEVICE and FLASHCL_KERNEL_DIR: after each one (passed or failed) both get back the
+ * values the process started with, since the cases share the suite's process (CK_FORK=no under CTest). */
+static char *g_start_device, *g_start_kernel_dir;
+
+static void restore_variable(const char *name, const char *value) {
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+}
+
+static void restore_environment(void) {
+    restore_variable("FLASHCL_DEVICE", g_start_device);
+    restore_variable("FLASHCL_KERNEL_DIR", g_start_kernel_dir);
+}
+
+static char *copy_variable(const char *name) {
+    const char *value = getenv(name);
+    return value ? strdup(value) : NULL;
+}
+
 static Suite *errors_suite(void) {
     Suite *s = suite_create("forward_errors");
     TCase *tc = tcase_create("bad_inputs");
@@ -911,6 +930,7 @@ static Suite *errors_suite(void) {
     suite_add_tcase(s, tc);
     TCase *api = tcase_create("api");
     tcase_set_timeout(api, TS_CASE_TIMEOUT);
+    tcase_add_checked_fixture(api, NULL, restore_environment);
     tcase_add_test(api, test_status_strings);
     tcase_add_test(api, test_version);
     tcase_add_test(api, test_device_not_found);
@@ -927,12 +947,13 @@ static Suite *errors_suite(void) {
 }
 
 int main(void) {
+    g_start_device = copy_variable("FLASHCL_DEVICE");
+    g_start_kernel_dir = copy_variable("FLASHCL_KERNEL_DIR");
     SRunner *runner = srunner_create(errors_suite());
-    /* Cases here set environment variables: each runs in a child of its own, also where the tests' environment
-     * turns Check's forking off (CK_FORK=no, top-level CMakeLists.txt), so none leaks into the next case. */
-    srunner_set_fork_status(runner, CK_FORK);
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
+    free(g_start_device);
+    free(g_start_kernel_dir);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
