@@ -68,7 +68,7 @@ static void print_help(FILE *out) {
 }
 
 /* Every item of a --plans list is BQ,BK,TQ,TK: checked while parsing, so a typo is a usage error at once, not
- * after the default plan has been built and run (minutes on a CPU device at the default sizes). */
+ * after the default plan has been built and run (27 s on POCL at the default sizes). */
 static int plan_list_syntax(const char *list) {
     char *copy = strdup(list);
     if (!copy) return -1;
