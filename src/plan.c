@@ -126,11 +126,10 @@ flashcl_status flashcl_plan_check_within(const flashcl_device_limits *limits, co
         flashcl_status status = flashcl_backward_plan_check(p, head_dim, &local, reason, reason_size);
         if (status != FLASHCL_SUCCESS) return status;
     }
-    /* The forward kernel's local arrays are all static (sized by -D), so it may use the device's static local
-     * memory where that is larger (NVIDIA); the backward's plans keep to the reported size. */
-    const size_t capacity = pass == FLASHCL_PASS_FORWARD && limits->static_local_mem_bytes > limits->local_mem_bytes
-                                ? limits->static_local_mem_bytes
-                                : limits->local_mem_bytes;
+    /* The portable kernels' local arrays are all static (sized by -D), forward and backward alike, so their plans
+     * may use the device's static local memory where that is larger (NVIDIA). */
+    const size_t capacity = limits->static_local_mem_bytes > limits->local_mem_bytes ? limits->static_local_mem_bytes
+                                                                                      : limits->local_mem_bytes;
     if (local > capacity) {
         snprintf(reason, reason_size, "needs %zu bytes of local memory, the device has %zu", local, capacity);
         return FLASHCL_ERROR_PLAN;

@@ -28,6 +28,16 @@ static const tuned_plan tuned_plans[] = {
      * driver), the check fails and the planner's plan runs. */
     {"H100", FLASHCL_PASS_FORWARD, FLASHCL_DTYPE_F32, 128, {64, 32, 8, 16, 0, 0}},
     {"H100", FLASHCL_PASS_FORWARD, FLASHCL_DTYPE_F16, 128, {128, 32, 32, 8, 0, 0}},
+    /* Backward past the reported 48 KiB, in the static local memory (the backward kernels' arrays are static
+     * too): `flashcl tune --pass backward --plans ...` at N 2048, timed as forward+backward (docs/perf.md,
+     * "Portable backward in static local memory"; docs/results/h100/static_local_backward/). 64 resident rows
+     * instead of 32 halve the re-reads of the streamed operands: d64 64x64 blocks (105 KB) 1.13x over the
+     * 48 KiB plan 32,32,16,8 in f32 and f16 storage; d128 16x64 (95 KB) 1.22x / 1.21x over 8,32,8,16. Where
+     * the static size is not found, these fail the check and the 48 KiB entries below run. */
+    {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F32, 64, {64, 64, 16, 16, 0, 0}},
+    {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F32, 128, {16, 64, 16, 16, 0, 0}},
+    {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F16, 64, {64, 64, 16, 16, 0, 0}},
+    {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F16, 128, {16, 64, 16, 16, 0, 0}},
     /* H100: `flashcl tune --pass backward` at N=2048 (docs/perf.md, backward plans):
      * 1.33x (d64) and 1.19x (d128) over the planner's default, forward+backward. */
     {"H100", FLASHCL_PASS_BACKWARD, FLASHCL_DTYPE_F32, 64, {32, 32, 16, 8, 0, 0}},

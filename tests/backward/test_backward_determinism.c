@@ -1,5 +1,6 @@
 /* test_backward_determinism.c: bitwise-identical gradients run to run and under every forced tile plan. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +49,11 @@ START_TEST(test_repeated_runs_bitwise_equal) {
 }
 END_TEST
 
-/* Plans that fit 32 KiB of local memory (rusticl) and the register rules;
- * each sums in the same order, so all must agree bit for bit with the
- * planner's choice and pass the tolerance rule. {block_q, block_k, threads_q, threads_k} */
+/* Plans that fit the register rules, each summing in the same order, so all must agree bit for bit with the
+ * planner's choice and pass the tolerance rule. {block_q, block_k, threads_q, threads_k}. The first two sets fit
+ * 32 KiB of local memory (rusticl); the last two are the H100's tuned backward plans in its static local memory
+ * (src/tuned_plans.c: 95 and 105 KB), run where the device's local memory holds them (POCL's 1 MiB) and
+ * reported as not run elsewhere. */
 typedef struct forced_set {
     bwd_case c;
     flashcl_plan plans[5];
@@ -64,6 +67,12 @@ static const forced_set forced_sets[] = {
     {{"forced plans 40x33 d256", {1, 2, 2, 40, 33, 256, 0, 0.0f, 1.0f}, FLASHCL_LAYOUT_BHSD, 0},
      {{8, 4, 8, 4, 0, 0}, {8, 2, 8, 1, 0, 0}, {8, 1, 8, 1, 0, 0}},
      3},
+    {{"forced plan 150x131 d128 causal", {1, 2, 2, 150, 131, 128, 1, 0.0f, 1.0f}, FLASHCL_LAYOUT_BSHD, 0},
+     {{16, 64, 16, 16, 0, 0}},
+     1},
+    {{"forced plan 131x150 d64 gqa", {2, 4, 2, 131, 150, 64, 0, 0.0f, 1.0f}, FLASHCL_LAYOUT_BHSD, 0},
+     {{64, 64, 16, 16, 0, 0}},
+     1},
 };
 
 START_TEST(test_forced_plans_agree_bitwise) {
@@ -71,6 +80,21 @@ START_TEST(test_forced_plans_agree_bitwise) {
     const bwd_case *c = &set->c;
     const size_t n = ts_case_q_count(&c->shape) + 2 * ts_case_kv_count(&c->shape);
     flashcl_context *ctx = ts_context();
+    flashcl_device_limits limits;
+    ck_assert_int_eq(flashcl_context_limits(ctx, &limits), FLASHCL_SUCCESS);
+    for (int p = 0; p < set->count; ++p) {
+        flashcl_plan plan = set->plans[p];
+        if (flashcl_plan_check(&limits, FLASHCL_PASS_BACKWARD, c->shape.head_dim, FLASHCL_DTYPE_F32, &plan, NULL, 0) !=
+            FLASHCL_SUCCESS) {
+            /* Only the static-local sets may not fit (32 KiB on rusticl); the others must fit everywhere. */
+            ck_assert_msg(_i >= 2, "%s: plan %d does not fit this device", c->name, p);
+            printf("%s: not run on this device (plan %dx%d/%dx%d needs more local memory than its %zu bytes)\n",
+                   c->name, plan.block_q, plan.block_k, plan.threads_q, plan.threads_k,
+                   limits.static_local_mem_bytes);
+            flashcl_context_free(ctx);
+            return;
+        }
+    }
     bwd_host h;
     bwd_device d;
     bwd_host_alloc(c, 11, &h);

@@ -148,6 +148,17 @@ START_TEST(h100_f32_needs_3xtf32) {
     ck_assert_int_eq(plan.tiles.threads_q, 8);
     ck_assert_int_eq(plan.tiles.threads_k, 16);
     ck_assert_uint_gt(plan.tiles.local_mem_bytes, 48 * 1024);
+    /* The backward the same way: d128 16x64 blocks (95 KB) with the static local memory, the 48 KiB entry
+     * 8,32,8,16 without it. */
+    plan = dispatch_ok(&with_static, &s, FLASHCL_PASS_BACKWARD, &d128, &f128, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(plan.tiles.block_q, 16);
+    ck_assert_int_eq(plan.tiles.block_k, 64);
+    ck_assert_uint_gt(plan.tiles.local_mem_bytes, 48 * 1024);
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d128, &f128, 8);
+    ck_assert_int_eq(plan.tiles.block_q, 8);
+    ck_assert_int_eq(plan.tiles.block_k, 32);
+    ck_assert_uint_le(plan.tiles.local_mem_bytes, 48 * 1024);
 }
 END_TEST
 

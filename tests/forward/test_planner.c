@@ -116,8 +116,8 @@ START_TEST(test_choice_follows_local_memory) {
 END_TEST
 
 /* NVIDIA's static local memory past the reported size (static_local_mem_bytes): flashcl_plan_check takes forward
- * plans up to it (the forward's arrays are static) but not backward ones, and flashcl_plan_choose answers as if it
- * were not there (larger blocks come only from measurements: the tuned plans). */
+ * and backward plans up to it (both kernels' arrays are static), and flashcl_plan_choose answers as if it were not
+ * there (larger blocks come only from measurements: the tuned plans). */
 START_TEST(test_static_local_memory) {
     flashcl_device_limits reported = device(48 * 1024, 1024), nvidia = reported;
     nvidia.static_local_mem_bytes = 196 * 1024;
@@ -135,12 +135,21 @@ START_TEST(test_static_local_memory) {
     ck_assert_int_eq(flashcl_plan_check(&nvidia, FLASHCL_PASS_FORWARD, 128, FLASHCL_DTYPE_F32, &big, NULL, 0),
                      FLASHCL_ERROR_PLAN);
     nvidia.static_local_mem_bytes = 196 * 1024;
-    flashcl_plan backward = {32, 128, 8, 32, 0, 0};
-    const flashcl_status on_reported =
-        flashcl_plan_check(&reported, FLASHCL_PASS_BACKWARD, 128, FLASHCL_DTYPE_F32, &backward, NULL, 0);
+    /* The backward: d128 float with 64 resident rows, 82 KB. */
+    flashcl_plan backward = {8, 64, 8, 16, 0, 0};
+    ck_assert_int_eq(flashcl_plan_check(&reported, FLASHCL_PASS_BACKWARD, 128, FLASHCL_DTYPE_F32, &backward, why,
+                                        sizeof why),
+                     FLASHCL_ERROR_PLAN);
+    ck_assert_ptr_nonnull(strstr(why, "local memory"));
+    ck_assert_int_eq(flashcl_plan_check(&nvidia, FLASHCL_PASS_BACKWARD, 128, FLASHCL_DTYPE_F32, &backward, why,
+                                        sizeof why),
+                     FLASHCL_SUCCESS);
+    ck_assert_uint_gt(backward.local_mem_bytes, 48 * 1024);
+    ck_assert_uint_le(backward.local_mem_bytes, 196 * 1024);
+    nvidia.static_local_mem_bytes = 72 * 1024;
     ck_assert_int_eq(flashcl_plan_check(&nvidia, FLASHCL_PASS_BACKWARD, 128, FLASHCL_DTYPE_F32, &backward, NULL, 0),
-                     on_reported);
-    ck_assert_int_eq(on_reported, FLASHCL_ERROR_PLAN);
+                     FLASHCL_ERROR_PLAN);
+    nvidia.static_local_mem_bytes = 196 * 1024;
     for (int pass = FLASHCL_PASS_FORWARD; pass <= FLASHCL_PASS_BACKWARD; ++pass) {
         flashcl_plan a, b;
         ck_assert_int_eq(flashcl_plan_choose(&reported, (flashcl_pass)pass, 128, FLASHCL_DTYPE_F32, 0, &a),
