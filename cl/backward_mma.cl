@@ -25,8 +25,10 @@
 // kernel, which owns each (b, h, i, j) once, writes dS before soft-capping's
 // derivative to its dbias argument (FLASHCL_DBIAS_PARAMS), exactly as
 // cl/backward.cl's dQ kernel does. With FLASHCL_BIAS_STAGED (bias rows
-// 16-byte aligned) each block's bias tile is copied to local memory with the
-// block's Q/dO or K/V rows (cl/mma_operands.cl) and read there. As in cl/backward.cl each gradient
+// 16-byte aligned) each block's bias tile is copied to local memory
+// (cl/mma_operands.cl) and read there: by the dK/dV kernel with the block's
+// Q and dO rows, by the dQ kernel one key block ahead, during the previous
+// block's products. As in cl/backward.cl each gradient
 // element has one owner, so there are no atomics and every sum runs in a
 // fixed order: the same inputs give the same bits. (They are not the bits
 // of cl/backward.cl: the matrix unit sums in its own order.)
@@ -350,6 +352,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 // ---- dQ ----------------------------------------------------------------------
 #define KEY_TILES (BLOCK_K / 8)     // 8-key accumulator tiles of S and dS
 #define KEY_STEPS (BLOCK_K / MMA_K) // k-steps of dS K
+#if FLASHCL_BIAS_STAGED
+#define DQ_BIAS_TILE (OWN_ROWS * BIAS_TILE_ROW(BLOCK_K)) // chunks of one staged bias tile
+#endif
 
 #if FLASHCL_BIAS
 // One lane's four dBias elements of a tile in S's layout (rows row_top: x, y;
@@ -381,7 +386,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __local const uint *k_tile = (__local const uint *)k_tile4;
     __local const uint *v_tile = (__local const uint *)v_tile4;
 #if FLASHCL_BIAS_STAGED
-    __local uint4 bias_tile4[OWN_ROWS * BIAS_TILE_ROW(BLOCK_K)]; // the work-group's queries x a key block
+    // Two tiles of the work-group's queries x a key block: the block's bias, and the next block's, copied during
+    // this block's products (below).
+    __local uint4 bias_tile4[2 * DQ_BIAS_TILE];
 #endif
 
     const int lid = (int)get_local_id(0);
@@ -422,21 +429,36 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
     const ulong dbias_base = dbias_offset + (ulong)b * dbias_stride_b + (ulong)h * dbias_stride_h;
 #endif
-#if FLASHCL_BIAS_STAGED
-    const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
-#endif
 
     const int diagonal = seqlen_k - seqlen_q;
     int key_end = seqlen_k;
     if (causal) key_end = clamp(q0 + OWN_ROWS + diagonal, 0, seqlen_k);
 
+#if FLASHCL_BIAS_STAGED
+    const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
+    // The bias tile is copied one key block ahead: a full bias is read once, from DRAM (K and V, read by every
+    // work-group of the head, mostly come from L2), and waiting for it with the block's K and V cost the H100's
+    // d64 dQ kernel 1.6 ms of 4.0 at N 2048; one block ahead it took 0.5 ms off (docs/perf.md, "Backward with a
+    // bias at d64"; the dK/dV kernel timed 3% (d64) and 9% (d128, more spills) slower with the same change, so it
+    // keeps its copy with Q and dO). Copy groups: the first block's bias here, then per block K and V, then the
+    // next block's bias; a block waits for all but the last group.
+    if (key_end > 0) FETCH_BIAS_TILE(bias_tile4, q0, OWN_ROWS, seqlen_q, 0, BLOCK_K, seqlen_k);
+    COPY_COMMIT();
+    int bias_stage = 0; // which tile holds this block's bias
+#endif
     for (int k0 = 0; k0 < key_end; k0 += BLOCK_K) {
         FETCH_TILE(k_tile4, k, k_base, k_stride_s, k0, seqlen_k, BLOCK_K);
         FETCH_TILE(v_tile4, v, v_base, v_stride_s, k0, seqlen_k, BLOCK_K);
-#if FLASHCL_BIAS_STAGED
-        FETCH_BIAS_TILE(bias_tile4, q0, OWN_ROWS, seqlen_q, k0, BLOCK_K, seqlen_k);
-#endif
         COPY_COMMIT();
+#if FLASHCL_BIAS_STAGED
+        // Into the other tile, which the previous block's products read before its closing barrier.
+        if (k0 + BLOCK_K < key_end)
+            FETCH_BIAS_TILE(bias_tile4 + (bias_stage ^ 1) * DQ_BIAS_TILE, q0, OWN_ROWS, seqlen_q, k0 + BLOCK_K,
+                            BLOCK_K, seqlen_k);
+        COPY_COMMIT();
+        __local const uint4 *bias_block = bias_tile4 + bias_stage * DQ_BIAS_TILE;
+        bias_stage ^= 1;
+#endif
 #if FLASHCL_BIAS
 #define BIAS_DQ_GLOBAL(col)                                                                                  \
     (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, col), FLASHCL_BIAS_VALUE(bias_base, row_top, (col) + 1), \
@@ -451,7 +473,11 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         UNROLL_ALWAYS
         for (int n = 0; n < KEY_TILES; ++n) bias_pre[n] = BIAS_DQ_GLOBAL(k0 + n * 8 + 2 * t);
 #endif
+#if FLASHCL_BIAS_STAGED
+        COPY_WAIT(1); // K, V and this block's bias have landed; the next block's bias may not have
+#else
         COPY_WAIT(0);
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
 #if FLASHCL_BIAS_STAGED
         // Whether every key of the block lies before the last whole chunk (work-group-uniform): its bias then
@@ -504,9 +530,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_BIAS_STAGED
                 // Read here, not before the products: 16 fewer registers live across them.
                 const float4 bias4 = block_bias_staged
-                                         ? (float4)(bias_pair_local(bias_tile4 + (row_top - q0) * BIAS_TILE_ROW(BLOCK_K),
+                                         ? (float4)(bias_pair_local(bias_block + (row_top - q0) * BIAS_TILE_ROW(BLOCK_K),
                                                                     n * 8 + 2 * t),
-                                                    bias_pair_local(bias_tile4 + (row_bottom - q0) * BIAS_TILE_ROW(BLOCK_K),
+                                                    bias_pair_local(bias_block + (row_bottom - q0) * BIAS_TILE_ROW(BLOCK_K),
                                                                     n * 8 + 2 * t))
                                          : BIAS_DQ_GLOBAL(k0 + n * 8 + 2 * t);
 #elif FLASHCL_BIAS

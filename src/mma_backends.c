@@ -107,7 +107,8 @@ static size_t forward_local_bytes(const flashcl_mma_backend *b, int head_dim, fl
  * (Q and dO, or K and V) in rows of head_dim / values_per_word + 4 words,
  * the dK/dV kernel's LSE and D of its query block, the backend's scratch and
  * a staged bias tile (step x the work-group's rows, as either kernel holds
- * it, each row padded by one 16-byte chunk). */
+ * it, each row padded by one 16-byte chunk; the dQ kernel holds two: the
+ * block's and the next one's, copied one block ahead, cl/backward_mma.cl). */
 static size_t backward_local_bytes(const flashcl_mma_backend *b, int head_dim, flashcl_dtype dtype, int warps,
                                    int step, size_t bias_bytes) {
     size_t words = 2 * (size_t)step * (size_t)(head_dim / values_per_word(dtype) + 4) + 2 * (size_t)step;
@@ -116,7 +117,7 @@ static size_t backward_local_bytes(const flashcl_mma_backend *b, int head_dim, f
     size_t bias_tile = 0;
     if (bias_bytes) {
         const size_t dkdv = (size_t)step * (own * bias_bytes + 16), dq = own * ((size_t)step * bias_bytes + 16);
-        bias_tile = dkdv > dq ? dkdv : dq;
+        bias_tile = dkdv > 2 * dq ? dkdv : 2 * dq;
     }
     return words * 4 + bias_tile;
 }

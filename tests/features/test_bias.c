@@ -597,13 +597,13 @@ static void assert_storage_ulps(const char *label, const char *what, const float
  * says and its dBias of the same placement: the gradients into r, dBias (read back exactly: every element written,
  * nothing around it) into dbias. */
 static void biased_backward(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, flashcl_attention_extras ex,
-                            const float *values, int bb, int bh, flashcl_dtype bias_dtype, const ts_placement *place,
+                            const float *values, int bb, int bh, flashcl_dtype bias_dtype, const flashcl_tensor *place,
                             fh_result *r, float *dbias) {
     cl_context context = flashcl_context_cl_context(ctx);
     const size_t sq = (size_t)c->desc.seqlen_q, sk = (size_t)c->desc.seqlen_k;
     ts_tensor tb, tdb;
-    ts_tensor_create(&tb, context, place, (size_t)bb, (size_t)bh, sq, sk, bias_dtype, values);
-    ts_tensor_create(&tdb, context, place, (size_t)bb, (size_t)bh, sq, sk, bias_dtype, NULL);
+    ts_tensor_create_strided(&tb, context, place, (size_t)bb, (size_t)bh, sq, sk, bias_dtype, values);
+    ts_tensor_create_strided(&tdb, context, place, (size_t)bb, (size_t)bh, sq, sk, bias_dtype, NULL);
     ex.bias = tb.view;
     ex.bias_batch = bb;
     ex.bias_heads = bh;
@@ -618,15 +618,17 @@ static void biased_backward(flashcl_context *ctx, const fh_case *c, const fh_inp
 /* The tensor-core backward (emulated here, real on NVIDIA) with soft-capping, ALiBi and a bias at once on f16
  * data, causal GQA with more queries than keys (rows 0-21 see no key): a float32 bias of full shape (its dBias
  * written by the dQ kernel directly, at an odd offset with padded rows: read pair by pair from global memory), a
- * float32 (1, 1) one (dBias through the scratch and the reduction) and a half (1, 1) one, both in 16-byte aligned
- * rows (offset 8, rows padded to 80), so both kernels stage their bias tiles in local memory, and the warp (dK/dV)
+ * float32 (1, 1) one (dBias through the scratch and the reduction), a half (1, 1) one and a half one of full shape,
+ * all three in 16-byte aligned rows (offset 8, rows padded to 80), so both kernels stage their bias tiles in local
+ * memory, one block ahead (the full-shape one: the dK/dV kernel's copy for the next block crosses from one query
+ * head of the group to the next, each with its own plane), and the warp (dK/dV)
  * or key block (dQ) that holds a key past the last whole chunk (76-77, 72-77) reads all of its bias from global
  * memory (keys 64-77: a wrong row or column in the staged read, or a staged range running past the last whole chunk,
  * each fail this test); each with a row hidden whole by -inf and scattered -inf
  * pairs. O and LSE under the forward's rule, dQ, dK, dV and dBias under the 16-bit backward rule against the double
  * reference, dQ and dBias exactly 0 on empty rows and dBias on every hidden pair, and a second run bit for bit the
  * same. Three emulated builds (unstaged, staged float32, staged half): where sweeps run diagonally (rusticl) the
- * two float32 ones. */
+ * two float32 cases. */
 START_TEST(tensor_core_backward) {
     fh_case c = fh_case_make("100x78 d32 f16 causal gqa 4/2 softcap 2 + alibi + bias, tensor-core backward", 2, 4, 2,
                              100, 78, 32, 1);
@@ -647,9 +649,10 @@ START_TEST(tensor_core_backward) {
     static const struct {
         int bb, bh;
         flashcl_dtype dtype;
-    } variants[3] = {{2, 4, FLASHCL_DTYPE_F32}, {1, 1, FLASHCL_DTYPE_F32}, {1, 1, FLASHCL_DTYPE_F16}};
+    } variants[4] = {{2, 4, FLASHCL_DTYPE_F32}, {1, 1, FLASHCL_DTYPE_F32}, {1, 1, FLASHCL_DTYPE_F16},
+                     {2, 4, FLASHCL_DTYPE_F16}};
     const size_t grads_n = in.q_count + 2 * in.kv_count;
-    for (int v = 0; v < 3; ++v) {
+    for (int v = 0; v < 4; ++v) {
         const int bb = variants[v].bb, bh = variants[v].bh;
         const flashcl_dtype bias_dtype = variants[v].dtype;
         if (!ts_sweep_takes_variant(0, bias_dtype == FLASHCL_DTYPE_F32 ? 0 : 1, 2)) continue;
@@ -666,8 +669,13 @@ START_TEST(tensor_core_backward) {
         float *dbias = malloc(n * sizeof *dbias), *dbias_again = malloc(n * sizeof *dbias_again);
         double *gold = malloc(n * sizeof *gold), *grads = malloc(grads_n * sizeof *grads);
         ck_assert(dbias && dbias_again && gold && grads);
-        const ts_placement *place = v == 0 ? &padded : &aligned;
-        biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, place, &r, dbias);
+        /* Rows of 80 elements at offset 8; the full-shape staged one's heads and batches also start 16-byte
+         * aligned (each padded by 8 elements), which no ts_placement gives. */
+        const size_t head_stride = (size_t)sq * 80 + 8;
+        const flashcl_tensor place = v == 0 ? ts_strided_view(&padded, (size_t)bb, (size_t)bh, (size_t)sq, (size_t)sk)
+                                     : v == 3 ? (flashcl_tensor){NULL, 8, (size_t)bh * head_stride + 8, head_stride, 80}
+                                              : ts_strided_view(&aligned, (size_t)bb, (size_t)bh, (size_t)sq, (size_t)sk);
+        biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, &place, &r, dbias);
         flashcl_call_stats s;
         ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
         ck_assert_int_eq(s.pass, FLASHCL_PASS_BACKWARD);
@@ -709,7 +717,7 @@ START_TEST(tensor_core_backward) {
         free(mask);
 
         /* Deterministic: the same call again gives the same bits. */
-        biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, place, &again, dbias_again);
+        biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, &place, &again, dbias_again);
         ck_assert_msg(memcmp(dbias, dbias_again, n * sizeof *dbias) == 0, "%s: dBias differs between two runs", label);
         ck_assert_msg(memcmp(r.dq, again.dq, in.q_count * sizeof(float)) == 0, "%s: dQ differs between two runs",
                       label);

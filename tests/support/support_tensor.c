@@ -109,8 +109,15 @@ static size_t element_index(const ts_tensor *t, size_t b, size_t h, size_t s, si
 
 void ts_tensor_create(ts_tensor *t, cl_context context, const ts_placement *place, size_t batch, size_t heads,
                       size_t seqlen, size_t dim, flashcl_dtype dtype, const float *values) {
+    const flashcl_tensor view = ts_strided_view(place, batch, heads, seqlen, dim);
+    ts_tensor_create_strided(t, context, &view, batch, heads, seqlen, dim, dtype, values);
+}
+
+void ts_tensor_create_strided(ts_tensor *t, cl_context context, const flashcl_tensor *view, size_t batch,
+                              size_t heads, size_t seqlen, size_t dim, flashcl_dtype dtype, const float *values) {
     memset(t, 0, sizeof *t);
-    t->view = ts_strided_view(place, batch, heads, seqlen, dim);
+    t->view = *view;
+    t->view.buffer = NULL;
     t->batch = batch, t->heads = heads, t->seqlen = seqlen, t->dim = dim;
     t->dtype = dtype;
     t->elem_size = flashcl_dtype_size(dtype);

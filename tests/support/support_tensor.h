@@ -63,6 +63,11 @@ flashcl_tensor ts_strided_view(const ts_placement *place, size_t batch, size_t h
  * the way) fill the view, or NULL leaves the view poisoned (outputs). */
 void ts_tensor_create(ts_tensor *t, cl_context context, const ts_placement *place, size_t batch, size_t heads,
                       size_t seqlen, size_t dim, flashcl_dtype dtype, const float *values);
+/* The same with the view's offset and strides given (its buffer ignored):
+ * layouts no placement describes, such as padded rows, heads and batches
+ * whose strides are all multiples of 8 elements. */
+void ts_tensor_create_strided(ts_tensor *t, cl_context context, const flashcl_tensor *view, size_t batch,
+                              size_t heads, size_t seqlen, size_t dim, flashcl_dtype dtype, const float *values);
 void ts_tensor_free(ts_tensor *t);
 
 /* Writes the buffer as created back (blocking): an output must then be
