@@ -6,6 +6,7 @@
 #include "disk_cache.h"
 #include "internal.h"
 #include "struct_abi.h"
+#include "wgmma_plan.h"
 
 flashcl_status flashcl_context_options_init_sized(flashcl_context_options *options, size_t struct_size) {
     return flashcl_struct_init(&flashcl_abi_context_options, options, struct_size);
@@ -71,6 +72,10 @@ static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context
         if (!ctx->kernel_dir) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         strcpy(ctx->kernel_dir, dir);
     }
+    /* FLASHCL_WGMMA=0 or 1 turns the Hopper forward off or on for the context's calls (tests, A/B timing);
+     * unset, FLASHCL_WGMMA_DEFAULT. It runs only where it applies (wgmma_plan.h) and builds. */
+    const char *wgmma = getenv("FLASHCL_WGMMA");
+    ctx->wgmma = wgmma && (wgmma[0] == '0' || wgmma[0] == '1') && !wgmma[1] ? wgmma[0] == '1' : FLASHCL_WGMMA_DEFAULT;
     flashcl_disk_cache_open(ctx); /* cannot fail: without it programs are built from source */
     return FLASHCL_SUCCESS;
 }
