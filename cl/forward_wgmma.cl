@@ -9,6 +9,8 @@
 //   BLOCK_N     keys per step of the inner loop: 64 or 128 (wgmma's n of S)
 //   WARPGROUPS  warpgroups (128 work-items each) per work-group; each owns
 //               64 query rows, so BLOCK_M = 64 * WARPGROUPS
+//   WG_PIPELINE 1: block j's S and block j - 1's O += P V in flight together
+//               (see there); 0: one block at a time
 //
 // Layout: a warpgroup's 64 rows are wgmma's m. Its warp w holds rows
 // 16 w .. 16 w + 15 and lane (g = lane / 4, t = lane % 4) rows g ("top")
@@ -32,6 +34,9 @@
 #endif
 #ifndef WARPGROUPS
 #define WARPGROUPS 1
+#endif
+#ifndef WG_PIPELINE
+#define WG_PIPELINE 0
 #endif
 #if (BLOCK_N != 64 && BLOCK_N != 128) || (HEAD_DIM != 64 && HEAD_DIM != 128)
 #error "BLOCK_N and HEAD_DIM must be 64 or 128"
@@ -97,119 +102,223 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     const ulong stage_units = (ulong)(SHARED_ADDRESS(k_tiles[1]) - SHARED_ADDRESS(k_tiles[0])) >> 4;
     const ulong v_stage_units = (ulong)(SHARED_ADDRESS(v_tiles[1]) - SHARED_ADDRESS(v_tiles[0])) >> 4;
 
-#define FETCH_KV(stage, key0)                                                                                    \
+    // Mask (only blocks reaching past seqlen_k or the diagonal: a uniform
+    // test), then the online softmax of the two rows of S (block at k0):
+    // the new maxima, P as the A operand of O += P V in p_out, the sums,
+    // and alpha_top/alpha_bottom, by which O is to be rescaled.
+    // A visible key lifts the block maximum (raw scores) to at least
+    // -FLT_MAX even when its score is -inf or NaN (fmax drops NaN), so the
+    // maximum stays -inf only for a row that sees no key: the one case
+    // written as empty. Every key of an unmasked block is visible.
+    // A row with no visible key yet keeps -inf, and its "safe" maximum 0
+    // makes alpha and P exactly 0 instead of NaN. P is rounded to the
+    // storage type as the A operand of each 16-key step: words (top, keys
+    // 2t..), (bottom, 2t..), (top, 8 + 2t..), (bottom, 8 + 2t..) are S's
+    // elements 8 kk + 0..7 in pairs. One rounding, of the difference
+    // (forward_mma.cl says why).
+#define SOFTMAX(k0_, p_out)                                                                                      \
     do {                                                                                                         \
-        WG_FETCH_TILE(k_tiles[stage], k, k_base, k_stride_s, key0, seqlen_k, BLOCK_N, HEAD_DIM);                \
-        WG_FETCH_TILE(v_tiles[stage], v, v_base, v_stride_s, key0, seqlen_k, BLOCK_N, HEAD_DIM);                \
-        COPY_COMMIT();                                                                                           \
+        const bool masked_block = (k0_) + BLOCK_N > seqlen_k || (causal && (k0_) + BLOCK_N - 1 > q0 + diagonal); \
+        float block_top = masked_block ? -INFINITY : -FLT_MAX, block_bottom = block_top;                        \
+        UNROLL_ALWAYS                                                                                            \
+        for (int n = 0; n < BLOCK_N / 8; ++n) {                                                                  \
+            if (masked_block) {                                                                                  \
+                const int col = (k0_) + n * 8 + 2 * t;                                                           \
+                const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;                          \
+                const bool hide_tl = left_out || (causal && col > row_top + diagonal);                           \
+                const bool hide_tr = right_out || (causal && col + 1 > row_top + diagonal);                      \
+                const bool hide_bl = left_out || (causal && col > row_bottom + diagonal);                        \
+                const bool hide_br = right_out || (causal && col + 1 > row_bottom + diagonal);                   \
+                if (hide_tl) s[4 * n] = -INFINITY;                                                               \
+                if (hide_tr) s[4 * n + 1] = -INFINITY;                                                           \
+                if (hide_bl) s[4 * n + 2] = -INFINITY;                                                           \
+                if (hide_br) s[4 * n + 3] = -INFINITY;                                                           \
+                if (!(hide_tl && hide_tr)) block_top = fmax(block_top, -FLT_MAX);                                \
+                if (!(hide_bl && hide_br)) block_bottom = fmax(block_bottom, -FLT_MAX);                          \
+            }                                                                                                    \
+            block_top = fmax(block_top, fmax(s[4 * n], s[4 * n + 1]));                                           \
+            block_bottom = fmax(block_bottom, fmax(s[4 * n + 2], s[4 * n + 3]));                                 \
+        }                                                                                                        \
+        block_top = fmax(block_top, QUAD_XOR(block_top, 1));                                                     \
+        block_top = fmax(block_top, QUAD_XOR(block_top, 2));                                                     \
+        block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 1));                                            \
+        block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 2));                                            \
+        const float new_top = fmax(max_top, block_max_log2(block_top, scale2));                                  \
+        const float new_bottom = fmax(max_bottom, block_max_log2(block_bottom, scale2));                         \
+        const float safe_top = new_top == -INFINITY ? 0.0f : new_top;                                            \
+        const float safe_bottom = new_bottom == -INFINITY ? 0.0f : new_bottom;                                   \
+        alpha_top = EXP2(max_top - safe_top);                                                                    \
+        alpha_bottom = EXP2(max_bottom - safe_bottom);                                                           \
+        max_top = new_top;                                                                                       \
+        max_bottom = new_bottom;                                                                                 \
+        float own_top = 0.0f, own_bottom = 0.0f;                                                                 \
+        UNROLL_ALWAYS                                                                                            \
+        for (int n = 0; n < BLOCK_N / 8; ++n) {                                                                  \
+            const float p0 = EXP2(fma(s[4 * n], scale2, -safe_top));                                             \
+            const float p1 = EXP2(fma(s[4 * n + 1], scale2, -safe_top));                                         \
+            const float p2 = EXP2(fma(s[4 * n + 2], scale2, -safe_bottom));                                      \
+            const float p3 = EXP2(fma(s[4 * n + 3], scale2, -safe_bottom));                                      \
+            own_top += p0 + p1;                                                                                  \
+            own_bottom += p2 + p3;                                                                               \
+            p_out[n / 2][(n % 2) * 2] = pack2(p0, p1);                                                           \
+            p_out[n / 2][(n % 2) * 2 + 1] = pack2(p2, p3);                                                       \
+        }                                                                                                        \
+        sum_top = sum_top * alpha_top + own_top;                                                                 \
+        sum_bottom = sum_bottom * alpha_bottom + own_bottom;                                                     \
     } while (0)
+#define RESCALE_O()                                                                                              \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int i = 0; i < O_REGS; i += 4) {                                                                    \
+            acc[i] *= alpha_top;                                                                                 \
+            acc[i + 1] *= alpha_top;                                                                             \
+            acc[i + 2] *= alpha_bottom;                                                                          \
+            acc[i + 3] *= alpha_bottom;                                                                          \
+        }                                                                                                        \
+    } while (0)
+    // S = Q K^T of the K block at descriptor k_desc_ over HEAD_DIM / 16
+    // k-steps of 16 dims (two 128-byte core matrices along k: 256 bytes,
+    // 16 units); the first overwrites S. Then O += P V over BLOCK_N / 16
+    // k-steps of 16 keys (two 8-key groups of V, GROUP_BYTES each).
+#define ISSUE_S(k_desc_)                                                                                         \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int d = 0; d < HEAD_DIM / 16; ++d) WGMMA_SS(BLOCK_N, s, q_desc + 16 * d, (k_desc_) + 16 * d, d > 0); \
+        WGMMA_COMMIT();                                                                                          \
+    } while (0)
+#define ISSUE_PV(p_, v_desc_)                                                                                    \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk)                                                                \
+            WGMMA_RS(HEAD_DIM, acc, p_[kk], (v_desc_) + kk * (2 * GROUP_BYTES / 16));                            \
+        WGMMA_COMMIT();                                                                                          \
+    } while (0)
+#define K_DESC(block) (k_desc0 + (((block) & 1) ? stage_units : 0))
+#define V_DESC(block) (v_desc0 + (((block) & 1) ? v_stage_units : 0))
+#define FETCH_K(block)                                                                                           \
+    WG_FETCH_TILE(k_tiles[(block) & 1], k, k_base, k_stride_s, (block) * BLOCK_N, seqlen_k, BLOCK_N, HEAD_DIM)
+#define FETCH_V(block)                                                                                           \
+    WG_FETCH_TILE(v_tiles[(block) & 1], v, v_base, v_stride_s, (block) * BLOCK_N, seqlen_k, BLOCK_N, HEAD_DIM)
+    float alpha_top = 1.0f, alpha_bottom = 1.0f;
+    uint pa[BLOCK_N / 16][4];
+
+#if WG_PIPELINE
+    // FlashAttention-3's overlap within a warpgroup: block j's S = Q K^T and
+    // block j - 1's O += P V are in flight together, and the softmax of
+    // block j runs while the latter is (O's rescaling waits for it). P of
+    // block j - 1 (p_prev) stays in its registers until that product is
+    // done. K blocks and V blocks have stages of their own: one copy group
+    // per block brings K(j + 1) and V(j), each needed one block later, into
+    // stages whose last readers (S(j - 1), P V(j - 2)) every warpgroup has
+    // finished at the block's barrier. A warpgroup whose rows see no key of
+    // a block (causal: then none of the later ones either) skips its
+    // products; the barriers stay work-group wide.
+    const int wg_last_row = q0 + warpgroup * 64 + 63;
+#define WG_ACTIVE(k0_) (!causal || (k0_) <= wg_last_row + diagonal)
+    uint p_prev[BLOCK_N / 16][4];
+    bool prev_active = false;
     if (blocks > 0) {
         WG_FETCH_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_M, HEAD_DIM);
-        FETCH_KV(0, 0);
+        FETCH_K(0);
+        COPY_COMMIT();
+        COPY_WAIT(0);
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        FETCH_V(0);
+        if (blocks > 1) FETCH_K(1);
+        COPY_COMMIT();
+        prev_active = WG_ACTIVE(0);
+        if (prev_active) {
+            WGMMA_FENCE();
+            ISSUE_S(K_DESC(0));
+            WGMMA_WAIT(BLOCK_N, s);
+            SOFTMAX(0, pa);
+            RESCALE_O();
+            UNROLL_ALWAYS
+            for (int i = 0; i < BLOCK_N / 16; ++i) {
+                UNROLL_ALWAYS
+                for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
+            }
+        }
+    }
+    for (int j = 1; j <= blocks; ++j) {
+        const int k0 = j * BLOCK_N;
+        // K(j) and V(j - 1) have landed; every warpgroup is done with S(j - 1) and P V(j - 2).
+        COPY_WAIT(0);
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (j < blocks) {
+            FETCH_V(j);
+            if (j + 1 < blocks) FETCH_K(j + 1);
+            COPY_COMMIT();
+        }
+        const bool active = j < blocks && WG_ACTIVE(k0);
+        if (active || prev_active) WGMMA_FENCE();
+        if (active) ISSUE_S(K_DESC(j));
+        if (prev_active) ISSUE_PV(p_prev, V_DESC(j - 1));
+        if (active) {
+            if (prev_active)
+                WGMMA_WAIT1(BLOCK_N, s);
+            else
+                WGMMA_WAIT(BLOCK_N, s);
+            SOFTMAX(k0, pa);
+        }
+        if (prev_active) WGMMA_WAIT_PV(HEAD_DIM, acc, BLOCK_N, p_prev);
+        if (active) {
+            RESCALE_O();
+            UNROLL_ALWAYS
+            for (int i = 0; i < BLOCK_N / 16; ++i) {
+                UNROLL_ALWAYS
+                for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
+            }
+        }
+        prev_active = active;
+    }
+#undef WG_ACTIVE
+#else
+    // One block at a time: S, softmax, O += P V, each product waited for.
+    // K and V of block j + 1 are copied while block j is computed.
+    if (blocks > 0) {
+        WG_FETCH_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_M, HEAD_DIM);
+        FETCH_K(0);
+        FETCH_V(0);
+        COPY_COMMIT();
     }
     for (int j = 0; j < blocks; ++j) {
-        const int k0 = j * BLOCK_N, stage = j & 1;
+        const int k0 = j * BLOCK_N;
         // Block j + 1 goes to the other stage, which every warpgroup left at
         // the end of block j - 1; then block j (and Q) must have landed.
         if (j + 1 < blocks) {
-            FETCH_KV(stage ^ 1, k0 + BLOCK_N);
+            FETCH_K(j + 1);
+            FETCH_V(j + 1);
+            COPY_COMMIT();
             COPY_WAIT(1);
         } else {
             COPY_WAIT(0);
         }
         WG_FENCE_PROXY();
         barrier(CLK_LOCAL_MEM_FENCE);
-        const ulong k_desc = k_desc0 + (stage ? stage_units : 0);
-        const ulong v_desc = v_desc0 + (stage ? v_stage_units : 0);
-
-        // S = Q K^T over HEAD_DIM / 16 k-steps of 16 dims (two 128-byte core
-        // matrices along k: 256 bytes, 16 units); the first overwrites S.
         WGMMA_FENCE();
-        UNROLL_ALWAYS
-        for (int d = 0; d < HEAD_DIM / 16; ++d) WGMMA_SS(BLOCK_N, s, q_desc + 16 * d, k_desc + 16 * d, d > 0);
-        WGMMA_COMMIT();
+        ISSUE_S(K_DESC(j));
         WGMMA_WAIT(BLOCK_N, s);
-
-        // Mask (only blocks reaching past seqlen_k or the diagonal: a
-        // uniform test), then the online softmax of the two rows.
-        const bool masked_block = k0 + BLOCK_N > seqlen_k || (causal && k0 + BLOCK_N - 1 > q0 + diagonal);
-        // A visible key lifts the block maximum (raw scores) to at least
-        // -FLT_MAX even when its score is -inf or NaN (fmax drops NaN), so
-        // the maximum stays -inf only for a row that sees no key: the one
-        // case written as empty. Every key of an unmasked block is visible.
-        float block_top = masked_block ? -INFINITY : -FLT_MAX, block_bottom = block_top;
-        UNROLL_ALWAYS
-        for (int n = 0; n < BLOCK_N / 8; ++n) {
-            if (masked_block) {
-                const int col = k0 + n * 8 + 2 * t;
-                const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;
-                const bool hide_tl = left_out || (causal && col > row_top + diagonal);
-                const bool hide_tr = right_out || (causal && col + 1 > row_top + diagonal);
-                const bool hide_bl = left_out || (causal && col > row_bottom + diagonal);
-                const bool hide_br = right_out || (causal && col + 1 > row_bottom + diagonal);
-                if (hide_tl) s[4 * n] = -INFINITY;
-                if (hide_tr) s[4 * n + 1] = -INFINITY;
-                if (hide_bl) s[4 * n + 2] = -INFINITY;
-                if (hide_br) s[4 * n + 3] = -INFINITY;
-                if (!(hide_tl && hide_tr)) block_top = fmax(block_top, -FLT_MAX);
-                if (!(hide_bl && hide_br)) block_bottom = fmax(block_bottom, -FLT_MAX);
-            }
-            block_top = fmax(block_top, fmax(s[4 * n], s[4 * n + 1]));
-            block_bottom = fmax(block_bottom, fmax(s[4 * n + 2], s[4 * n + 3]));
-        }
-        block_top = fmax(block_top, QUAD_XOR(block_top, 1));
-        block_top = fmax(block_top, QUAD_XOR(block_top, 2));
-        block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 1));
-        block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 2));
-        // New maxima; alpha rescales what was accumulated. A row with no
-        // visible key yet keeps -inf, and its "safe" maximum 0 makes alpha
-        // and P exactly 0 instead of NaN.
-        const float new_top = fmax(max_top, block_max_log2(block_top, scale2));
-        const float new_bottom = fmax(max_bottom, block_max_log2(block_bottom, scale2));
-        const float safe_top = new_top == -INFINITY ? 0.0f : new_top;
-        const float safe_bottom = new_bottom == -INFINITY ? 0.0f : new_bottom;
-        const float alpha_top = EXP2(max_top - safe_top), alpha_bottom = EXP2(max_bottom - safe_bottom);
-        max_top = new_top;
-        max_bottom = new_bottom;
-        // P, rounded to the storage type, as the A operand of each 16-key
-        // step: words (top, keys 2t..), (bottom, 2t..), (top, 8 + 2t..),
-        // (bottom, 8 + 2t..) are S's elements 8 kk + 0..7 in pairs. One
-        // rounding, of the difference (forward_mma.cl says why).
-        uint pa[BLOCK_N / 16][4];
-        float own_top = 0.0f, own_bottom = 0.0f;
-        UNROLL_ALWAYS
-        for (int n = 0; n < BLOCK_N / 8; ++n) {
-            const float p0 = EXP2(fma(s[4 * n], scale2, -safe_top));
-            const float p1 = EXP2(fma(s[4 * n + 1], scale2, -safe_top));
-            const float p2 = EXP2(fma(s[4 * n + 2], scale2, -safe_bottom));
-            const float p3 = EXP2(fma(s[4 * n + 3], scale2, -safe_bottom));
-            own_top += p0 + p1;
-            own_bottom += p2 + p3;
-            pa[n / 2][(n % 2) * 2] = pack2(p0, p1);
-            pa[n / 2][(n % 2) * 2 + 1] = pack2(p2, p3);
-        }
-        sum_top = sum_top * alpha_top + own_top;
-        sum_bottom = sum_bottom * alpha_bottom + own_bottom;
-        UNROLL_ALWAYS
-        for (int i = 0; i < O_REGS; i += 4) {
-            acc[i] *= alpha_top;
-            acc[i + 1] *= alpha_top;
-            acc[i + 2] *= alpha_bottom;
-            acc[i + 3] *= alpha_bottom;
-        }
-
-        // O += P V over BLOCK_N / 16 k-steps of 16 keys: two 8-key groups of
-        // V, GROUP_BYTES each.
+        SOFTMAX(k0, pa);
+        RESCALE_O();
         WGMMA_FENCE();
-        UNROLL_ALWAYS
-        for (int kk = 0; kk < BLOCK_N / 16; ++kk) WGMMA_RS(HEAD_DIM, acc, pa[kk], v_desc + kk * (2 * GROUP_BYTES / 16));
-        WGMMA_COMMIT();
+        ISSUE_PV(pa, V_DESC(j));
         WGMMA_WAIT(HEAD_DIM, acc);
         // Every warpgroup is done with this stage before block j + 2 is
         // copied into it.
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-#undef FETCH_KV
+#endif
+#undef SOFTMAX
+#undef RESCALE_O
+#undef ISSUE_S
+#undef ISSUE_PV
+#undef K_DESC
+#undef V_DESC
+#undef FETCH_K
+#undef FETCH_V
 
     // Each row's sum is spread over the 4 lanes of its quad.
     sum_top += QUAD_XOR(sum_top, 1);

@@ -88,6 +88,21 @@ inline ulong wg_descriptor(uint address, uint leading, uint stride) {
 #define WGMMA_WAIT_128(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 0;" : WG_ACC_128(x)::"memory")
 #define WGMMA_WAIT(N, x) WGMMA_WAIT_(N, x)
 #define WGMMA_WAIT_(N, x) WGMMA_WAIT_##N(x)
+// Waits until at most the last committed group is still running (S is done
+// while O += P V goes on): S's accumulators are its operands.
+#define WGMMA_WAIT1_64(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 1;" : WG_ACC_64(x)::"memory")
+#define WGMMA_WAIT1_128(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 1;" : WG_ACC_128(x)::"memory")
+#define WGMMA_WAIT1(N, x) WGMMA_WAIT1_(N, x)
+#define WGMMA_WAIT1_(N, x) WGMMA_WAIT1_##N(x)
+// The A registers (P, uint[N / 16][4]) of an O += P V in flight are read
+// by the matrix unit until its wait: they are operands of that wait too, so
+// that the compiler keeps them (and puts the next block's P elsewhere).
+#define WG_P4(p, i) "+r"(p[(i)][0]), "+r"(p[(i)][1]), "+r"(p[(i)][2]), "+r"(p[(i)][3])
+#define WG_P_64(p) WG_P4(p, 0), WG_P4(p, 1), WG_P4(p, 2), WG_P4(p, 3)
+#define WG_P_128(p) WG_P_64(p), WG_P4(p, 4), WG_P4(p, 5), WG_P4(p, 6), WG_P4(p, 7)
+#define WGMMA_WAIT_PV(ND, x, NP, p) WGMMA_WAIT_PV_(ND, x, NP, p)
+#define WGMMA_WAIT_PV_(ND, x, NP, p)                                                                           \
+    asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 0;" : WG_ACC_##ND(x), WG_P_##NP(p)::"memory")
 
 // d (64 x N, float) = A B + (scale_d ? d : 0), k = 16: A (64 x 16) and B
 // (16 x N) from local memory by descriptor, both K-major.
