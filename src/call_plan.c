@@ -2,6 +2,7 @@
 #include "call_plan.h"
 #include "program_cache.h"
 #include "struct_abi.h"
+#include "wgmma_plan.h"
 
 #include <string.h>
 
@@ -35,7 +36,7 @@ static flashcl_status dispatch_on(flashcl_context *ctx, const flashcl_settings *
                                       &kernel);
     if (status != FLASHCL_ERROR_UNSUPPORTED) return status;
     flashcl_settings without = *settings;
-    without.wgmma = 0;
+    without.wgmma = FLASHCL_WGMMA_OFF;
     status = flashcl_dispatch(&ctx->caps, &without, problem, plan, reason, sizeof reason);
     if (status != FLASHCL_SUCCESS) return flashcl_fail(ctx, status, "%s", reason);
     return FLASHCL_SUCCESS;

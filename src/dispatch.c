@@ -467,9 +467,10 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
     plan->pass = problem->pass;
     /* The Hopper forward where it applies (and the context lets it), ahead of the mma.sync kernels, which
      * remain the fallback when its sm_90a program turns out unavailable (call_plan.c). */
-    if (settings->wgmma && settings->impl == FLASHCL_IMPL_FLASH && !settings->forced_plan_set &&
+    if (settings->impl == FLASHCL_IMPL_FLASH && !settings->forced_plan_set &&
         settings->tensor_cores == FLASHCL_TENSOR_CORES_AUTO &&
-        flashcl_wgmma_applies(caps, problem->pass, desc, problem->features, problem->views_alignment, &plan->tiles)) {
+        flashcl_wgmma_applies(caps, settings->wgmma, problem->pass, desc, problem->features,
+                              problem->views_alignment, &plan->tiles)) {
         plan->backend = flashcl_wgmma_backend();
         plan->sm90a = 1;
     } else {

@@ -18,8 +18,7 @@ typedef struct flashcl_settings {
     size_t memory_budget;      /* 0: none */
     int kv_splits;             /* split-KV forward: 0 automatic, 1 never, n: n splits where it applies */
     int decode_off;            /* 1: few-row forwards run the tiled kernels, not cl/decode.cl */
-    /* 1: a forward the Hopper kernel takes (wgmma_plan.h) runs it (the context's FLASHCL_WGMMA choice, and its
-     * sm_90a program not known to be unavailable); 0: the mma.sync kernels. */
+    /* When forwards run the Hopper kernel (wgmma_plan.h, FLASHCL_WGMMA_*): 0 never (the mma.sync kernels). */
     int wgmma;
 } flashcl_settings;
 

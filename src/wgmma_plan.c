@@ -23,15 +23,19 @@ static size_t local_bytes(int head_dim, int warpgroups, int block_n) {
     return (size_t)head_dim * 2 * ((size_t)warpgroups * 64 + 4 * (size_t)block_n) + 5 * 128;
 }
 
-int flashcl_wgmma_applies(const flashcl_device_caps *caps, flashcl_pass pass, const flashcl_attention_desc *desc,
-                          const flashcl_features *features, int views_alignment, flashcl_plan *tiles) {
-    if (!has_sm90a(caps) || pass != FLASHCL_PASS_FORWARD) return 0;
+int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
+                          const flashcl_attention_desc *desc, const flashcl_features *features, int views_alignment,
+                          flashcl_plan *tiles) {
+    if (mode == FLASHCL_WGMMA_OFF || !has_sm90a(caps) || pass != FLASHCL_PASS_FORWARD) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
+    if (mode == FLASHCL_WGMMA_AUTO && desc->head_dim != 64) return 0; /* slower than mma.sync at 128 (header) */
     if (flashcl_features_any(features)) return 0;
     if (views_alignment % 8 != 0) return 0;
     /* Two warpgroups of 64 query rows share each K/V block (FlashAttention-3's consumer count); keys per step:
-     * S's registers (block_n / 2 floats per work-item) beside O's (head_dim / 2) and P's (block_n / 4). */
+     * S's registers (block_n / 2 floats per work-item) beside O's (head_dim / 2) and P's (block_n / 4). On the
+     * H100 at d64, N 2048 / 8192 (docs/perf.md): 2 x 128 keys 240 / 244 TFLOP/s, 2 x 64 228 / 238, 3 x 64
+     * 191 / 211, one warpgroup 128-140 with either block. */
     int warpgroups = 2, block_n = desc->head_dim == 64 ? 128 : 64;
 #ifdef FLASHCL_MMA_EXPERIMENT
     const char *forced = getenv("FLASHCL_WGMMA_TILES");
@@ -43,7 +47,11 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, flashcl_pass pass, co
 #endif
     const size_t wg_size = (size_t)warpgroups * 128;
     const size_t local = local_bytes(desc->head_dim, warpgroups, block_n);
-    if (wg_size > caps->limits.max_work_group_size || local > caps->limits.static_local_mem_bytes) return 0;
+    /* The arrays are static: the device's static local memory (0 there: the reported size) bounds them. */
+    const size_t capacity = caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes
+                                ? caps->limits.static_local_mem_bytes
+                                : caps->limits.local_mem_bytes;
+    if (wg_size > caps->limits.max_work_group_size || local > capacity) return 0;
     *tiles = (flashcl_plan){warpgroups * 64, block_n, warpgroups, 128, wg_size, local};
     return 1;
 }
