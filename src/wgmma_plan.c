@@ -8,9 +8,10 @@
 
 static int has_sm90a(const flashcl_device_caps *caps) { return flashcl_sm90a_device_refusal(caps) == NULL; }
 
-/* subgroup_width 32 (warps inside the warpgroups), one instruction m64 x n(block_k) x k16; no scratch, no
- * FLASHCL_MMA_PTX value of its own (the prelude's mma_nvidia.cl is built with 1). */
-static const flashcl_mma_backend wgmma = {"nvidia-wgmma", FLASHCL_KERNEL_TENSOR_CORE, has_sm90a, 32, 64, 64, 16, 8,
+/* subgroup_width 32 (warps inside the warpgroups), one instruction m64 x n64 x k16 as the smallest the kernel
+ * issues (n is the key block or the head dim), no TF32; no scratch; FLASHCL_MMA_PTX 1 (the prelude's
+ * mma_nvidia.cl). */
+static const flashcl_mma_backend wgmma = {"nvidia-wgmma", FLASHCL_KERNEL_TENSOR_CORE, has_sm90a, 32, 64, 64, 16, 0,
                                           0, 0, 0, 1, "mma_nvidia.cl", NULL};
 
 const flashcl_mma_backend *flashcl_wgmma_backend(void) { return &wgmma; }
@@ -18,9 +19,9 @@ const flashcl_mma_backend *flashcl_wgmma_backend(void) { return &wgmma; }
 const char *const flashcl_wgmma_prelude[5] = {"mma.cl", "mma_nvidia.cl", "mma_operands.cl", "wgmma.cl", NULL};
 
 /* Local memory of the kernel's static arrays: the Q tile (64 rows per warpgroup) and two stages of K and V
- * blocks, 16-bit values, plus 128 bytes for each array's alignment. */
+ * blocks, 16-bit values, plus up to 128 bytes for each of its three arrays' alignment. */
 static size_t local_bytes(int head_dim, int warpgroups, int block_n) {
-    return (size_t)head_dim * 2 * ((size_t)warpgroups * 64 + 4 * (size_t)block_n) + 5 * 128;
+    return (size_t)head_dim * 2 * ((size_t)warpgroups * 64 + 4 * (size_t)block_n) + 3 * 128;
 }
 
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
@@ -52,12 +53,13 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
                                 ? caps->limits.static_local_mem_bytes
                                 : caps->limits.local_mem_bytes;
     if (wg_size > caps->limits.max_work_group_size || local > capacity) return 0;
-    *tiles = (flashcl_plan){warpgroups * 64, block_n, warpgroups, 128, wg_size, local};
+    /* As the mma.sync kernels report theirs: threads_q the warps (16 query rows each), threads_k their width. */
+    *tiles = (flashcl_plan){warpgroups * 64, block_n, warpgroups * 4, 32, wg_size, local};
     return 1;
 }
 
 void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_plan *tiles, char *options,
                            size_t size) {
     snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1",
-             (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q);
+             (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4);
 }

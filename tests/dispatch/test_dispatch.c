@@ -634,6 +634,11 @@ START_TEST(wgmma_decisions) {
         /* 128 query rows per work-group of 256: ceil(1000 / 128) = 8 groups, B x Hq = 16. */
         ck_assert_uint_eq(plan.global[0][0], 8 * 256);
         ck_assert_uint_eq(plan.local[0][0], 256);
+        ck_assert_int_eq(plan.tiles.block_q, 128);
+        ck_assert_int_eq(plan.tiles.block_k, 128);
+        ck_assert_int_eq(plan.tiles.threads_q, 8);
+        ck_assert_int_eq(plan.tiles.threads_k, 32);
+        ck_assert_uint_eq(plan.tiles.work_group_size, 256);
         ck_assert_uint_eq(plan.global[0][1], 16);
         ck_assert_int_eq(plan.kv_splits, 1);
         flashcl_call_stats stats;
