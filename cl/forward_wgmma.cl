@@ -210,13 +210,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     // done. K blocks and V blocks have stages of their own: one copy group
     // per block brings K(j + 1) and V(j), each needed one block later, into
     // stages whose last readers (S(j - 1), P V(j - 2)) every warpgroup has
-    // finished at the block's barrier. A warpgroup whose rows see no key of
-    // a block (causal: then none of the later ones either) skips its
-    // products; the barriers stay work-group wide.
-    const int wg_last_row = q0 + warpgroup * 64 + 63;
-#define WG_ACTIVE(k0_) (!causal || (k0_) <= wg_last_row + diagonal)
+    // finished at the block's barrier. Every wgmma is issued outside any
+    // branch but the loop's: under a condition ptxas serialised them all
+    // ("program dependence on compiler-inserted WG.AR in divergent path",
+    // seen offline with ptxas on this file's PTX), so a causal warpgroup
+    // computes the blocks its rows cannot see (their P is 0).
     uint p_prev[BLOCK_N / 16][4];
-    bool prev_active = false;
     if (blocks > 0) {
         WG_FETCH_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_M, HEAD_DIM);
         FETCH_K(0);
@@ -227,54 +226,48 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         FETCH_V(0);
         if (blocks > 1) FETCH_K(1);
         COPY_COMMIT();
-        prev_active = WG_ACTIVE(0);
-        if (prev_active) {
-            WGMMA_FENCE();
-            ISSUE_S(K_DESC(0));
-            WGMMA_WAIT(BLOCK_N, s);
-            SOFTMAX(0, pa);
-            RESCALE_O();
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(0));
+        WGMMA_WAIT(BLOCK_N, s);
+        SOFTMAX(0, pa);
+        RESCALE_O();
+        UNROLL_ALWAYS
+        for (int i = 0; i < BLOCK_N / 16; ++i) {
             UNROLL_ALWAYS
-            for (int i = 0; i < BLOCK_N / 16; ++i) {
-                UNROLL_ALWAYS
-                for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
-            }
+            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
         }
     }
-    for (int j = 1; j <= blocks; ++j) {
+    for (int j = 1; j < blocks; ++j) {
         const int k0 = j * BLOCK_N;
         // K(j) and V(j - 1) have landed; every warpgroup is done with S(j - 1) and P V(j - 2).
         COPY_WAIT(0);
         WG_FENCE_PROXY();
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (j < blocks) {
-            FETCH_V(j);
-            if (j + 1 < blocks) FETCH_K(j + 1);
-            COPY_COMMIT();
-        }
-        const bool active = j < blocks && WG_ACTIVE(k0);
-        if (active || prev_active) WGMMA_FENCE();
-        if (active) ISSUE_S(K_DESC(j));
-        if (prev_active) ISSUE_PV(p_prev, V_DESC(j - 1));
-        if (active) {
-            if (prev_active)
-                WGMMA_WAIT1(BLOCK_N, s);
-            else
-                WGMMA_WAIT(BLOCK_N, s);
-            SOFTMAX(k0, pa);
-        }
-        if (prev_active) WGMMA_WAIT_PV(HEAD_DIM, acc, BLOCK_N, p_prev);
-        if (active) {
-            RESCALE_O();
+        FETCH_V(j);
+        if (j + 1 < blocks) FETCH_K(j + 1);
+        COPY_COMMIT();
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(j));
+        ISSUE_PV(p_prev, V_DESC(j - 1));
+        WGMMA_WAIT1(BLOCK_N, s);
+        SOFTMAX(k0, pa);
+        WGMMA_WAIT_PV(HEAD_DIM, acc, BLOCK_N, p_prev);
+        RESCALE_O();
+        UNROLL_ALWAYS
+        for (int i = 0; i < BLOCK_N / 16; ++i) {
             UNROLL_ALWAYS
-            for (int i = 0; i < BLOCK_N / 16; ++i) {
-                UNROLL_ALWAYS
-                for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
-            }
+            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
         }
-        prev_active = active;
     }
-#undef WG_ACTIVE
+    if (blocks > 0) {
+        // The last block's O += P V, once its V has landed.
+        COPY_WAIT(0);
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        WGMMA_FENCE();
+        ISSUE_PV(p_prev, V_DESC(blocks - 1));
+        WGMMA_WAIT(HEAD_DIM, acc);
+    }
 #else
     // One block at a time: S, softmax, O += P V, each product waited for.
     // K and V of block j + 1 are copied while block j is computed.
