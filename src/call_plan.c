@@ -1,6 +1,8 @@
 /* call_plan.c: feeds the dispatcher from a context, and the public questions about plans (what a call would run). */
 #include "call_plan.h"
+#include "program_cache.h"
 #include "struct_abi.h"
+#include "wgmma_plan.h"
 
 #include <string.h>
 
@@ -15,6 +17,7 @@ static flashcl_settings settings_of(const flashcl_context *ctx, flashcl_pass pas
     s.memory_budget = ctx->memory_budget;
     s.kv_splits = ctx->kv_splits;
     s.decode_off = ctx->decode_off;
+    s.wgmma = ctx->wgmma;
     return s;
 }
 
@@ -22,6 +25,19 @@ static flashcl_status dispatch_on(flashcl_context *ctx, const flashcl_settings *
                                   const flashcl_problem *problem, flashcl_exec_plan *plan) {
     char reason[512];
     flashcl_status status = flashcl_dispatch(&ctx->caps, settings, problem, plan, reason, sizeof reason);
+    if (status != FLASHCL_SUCCESS) return flashcl_fail(ctx, status, "%s", reason);
+    if (!plan->sm90a) return FLASHCL_SUCCESS;
+    /* An sm_90a program exists only once it has been built (the rewrite and the rebuild can fail on a driver
+     * they do not know): build it now (the context keeps it, or keeps it unavailable, for every later call),
+     * and where it is unavailable plan again without it. The reason stays in flashcl_last_error and
+     * flashcl_last_build_log; the call goes on with the mma.sync kernels. */
+    cl_kernel kernel;
+    status = flashcl_get_sm90a_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options,
+                                      &kernel);
+    if (status != FLASHCL_ERROR_UNSUPPORTED) return status;
+    flashcl_settings without = *settings;
+    without.wgmma = FLASHCL_WGMMA_OFF;
+    status = flashcl_dispatch(&ctx->caps, &without, problem, plan, reason, sizeof reason);
     if (status != FLASHCL_SUCCESS) return flashcl_fail(ctx, status, "%s", reason);
     return FLASHCL_SUCCESS;
 }

@@ -6,6 +6,7 @@
 #include "disk_cache.h"
 #include "internal.h"
 #include "struct_abi.h"
+#include "wgmma_plan.h"
 
 flashcl_status flashcl_context_options_init_sized(flashcl_context_options *options, size_t struct_size) {
     return flashcl_struct_init(&flashcl_abi_context_options, options, struct_size);
@@ -71,6 +72,12 @@ static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context
         if (!ctx->kernel_dir) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         strcpy(ctx->kernel_dir, dir);
     }
+    /* FLASHCL_WGMMA=0 or 1 turns the Hopper forward off, or on wherever it applies, for the context's calls
+     * (tests, A/B timing); anything else: where it was measured faster (wgmma_plan.h). */
+    const char *wgmma = getenv("FLASHCL_WGMMA");
+    ctx->wgmma = wgmma && (wgmma[0] == '0' || wgmma[0] == '1') && !wgmma[1]
+                     ? (wgmma[0] == '1' ? FLASHCL_WGMMA_ON : FLASHCL_WGMMA_OFF)
+                     : FLASHCL_WGMMA_AUTO;
     flashcl_disk_cache_open(ctx); /* cannot fail: without it programs are built from source */
     return FLASHCL_SUCCESS;
 }

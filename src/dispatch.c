@@ -3,6 +3,7 @@
 
 #include "decode_plan.h"
 #include "register_budget.h"
+#include "wgmma_plan.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -128,6 +129,13 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
         plan->kernel_programs[FLASHCL_KERNEL_DELTA] = "backward_delta.cl";
         snprintf(plan->aux_options, sizeof plan->aux_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d", (int)desc->dtype,
                  desc->head_dim);
+    }
+    if (plan->sm90a) {
+        plan->program = "forward_wgmma.cl";
+        for (int i = 0; flashcl_wgmma_prelude[i]; ++i) plan->prelude[i] = flashcl_wgmma_prelude[i];
+        plan->kernel_names[0] = "flashcl_forward_wgmma";
+        flashcl_wgmma_options(desc, t, plan->options, sizeof plan->options);
+        return;
     }
     if (plan->backend) {
         plan->program = forward ? "forward_mma.cl" : "backward_mma.cl";
@@ -457,7 +465,17 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
     memset(plan, 0, sizeof *plan);
     plan->impl = settings->impl;
     plan->pass = problem->pass;
-    plan->backend = tensor_core_backend(caps, settings, problem, &plan->tiles);
+    /* The Hopper forward where it applies (and the context lets it), ahead of the mma.sync kernels, which
+     * remain the fallback when its sm_90a program turns out unavailable (call_plan.c). */
+    if (settings->impl == FLASHCL_IMPL_FLASH && !settings->forced_plan_set &&
+        settings->tensor_cores == FLASHCL_TENSOR_CORES_AUTO &&
+        flashcl_wgmma_applies(caps, settings->wgmma, problem->pass, desc, problem->features,
+                              problem->views_alignment, &plan->tiles)) {
+        plan->backend = flashcl_wgmma_backend();
+        plan->sm90a = 1;
+    } else {
+        plan->backend = tensor_core_backend(caps, settings, problem, &plan->tiles);
+    }
     if (plan->backend) {
         plan->kind = plan->backend->kind;
     } else {

@@ -18,6 +18,8 @@ typedef struct flashcl_settings {
     size_t memory_budget;      /* 0: none */
     int kv_splits;             /* split-KV forward: 0 automatic, 1 never, n: n splits where it applies */
     int decode_off;            /* 1: few-row forwards run the tiled kernels, not cl/decode.cl */
+    /* When forwards run the Hopper kernel (wgmma_plan.h, FLASHCL_WGMMA_*): 0 never (the mma.sync kernels). */
+    int wgmma;
 } flashcl_settings;
 
 /* One call as the dispatcher sees it. */
@@ -46,6 +48,9 @@ typedef struct flashcl_exec_plan {
     flashcl_pass pass;
     flashcl_kernel_kind kind;
     const flashcl_mma_backend *backend; /* NULL for the portable and standard kernels */
+    /* 1: the main program is an sm_90a one (flashcl_get_sm90a_kernel; the wgmma forward), which may turn out
+     * unavailable at build time: the caller then plans again without it (call_plan.c). */
+    int sm90a;
     flashcl_plan tiles;
     const char *program;                /* cl/ file of the kernels; NULL for the standard impl */
     /* A kernel built from a program of its own (the backward's delta, the

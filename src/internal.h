@@ -29,6 +29,7 @@ struct flashcl_context {
     size_t memory_budget;       /* cap on extra device bytes per call, 0 = none */
     int kv_splits;              /* split-KV forward: 0 automatic, 1 never, n forced */
     int decode_off;             /* 1: no decode kernel (flashcl_context_set_decode_kernel) */
+    int wgmma;                  /* when forwards run the Hopper kernel: FLASHCL_WGMMA_* (wgmma_plan.h) */
     flashcl_call_stats last_stats;
     int last_stats_valid;
     char error[FLASHCL_ERROR_CAPACITY];

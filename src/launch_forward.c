@@ -2,6 +2,7 @@
  * split-KV, the split kernel then the combine). */
 #include "kernel_args.h"
 #include "launch.h"
+#include "program_cache.h"
 
 /* The split-KV scratch: the partial O (HEAD_DIM floats per split and row) and the row's maximum and sum (two).
  * On an in-order queue they are the context's kept buffers (calls run one after another, so one call's
@@ -111,7 +112,10 @@ flashcl_status flashcl_launch_forward(flashcl_context *ctx, const flashcl_exec_p
     const int append = plan->kernel_programs[FLASHCL_KERNEL_APPEND] != NULL;
     cl_kernel kernel, combine = NULL, appender = NULL;
     flashcl_status status =
-        flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options, &kernel);
+        plan->sm90a
+            ? flashcl_get_sm90a_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options, &kernel)
+            : flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options,
+                                         &kernel);
     if (status == FLASHCL_SUCCESS && split)
         status = flashcl_get_kernel(ctx, plan->kernel_programs[FLASHCL_KERNEL_COMBINE],
                                     plan->kernel_names[FLASHCL_KERNEL_COMBINE], plan->aux_options, &combine);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "wgmma_plan.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -606,6 +607,97 @@ START_TEST(decode_mma_decisions) {
 }
 END_TEST
 
+/* The Hopper forward (src/wgmma_plan.c): on an sm_90 device with its static local memory, in the default mode
+ * for f16/bf16 forwards at head_dim 64 (causal or not), forced (FLASHCL_WGMMA_ON) at 128 too, never for what it
+ * does not take; its program, kernel, options and grid; off, and on other devices, the mma.sync plan. */
+START_TEST(wgmma_decisions) {
+    flashcl_device_caps caps = h100();
+    caps.limits.static_local_mem_bytes = 231424;
+    flashcl_settings s = defaults();
+    s.wgmma = FLASHCL_WGMMA_AUTO;
+    for (int causal = 0; causal < 2; ++causal) {
+        const flashcl_dtype dtype = causal ? FLASHCL_DTYPE_BF16 : FLASHCL_DTYPE_F16;
+        const flashcl_attention_desc desc = problem_desc(1000, 64, dtype, causal);
+        const flashcl_features f = dense(&desc);
+        const flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+        ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_TENSOR_CORE);
+        ck_assert_int_eq(plan.sm90a, 1);
+        ck_assert_str_eq(plan.backend->name, "nvidia-wgmma");
+        ck_assert_str_eq(plan.program, "forward_wgmma.cl");
+        ck_assert_str_eq(plan.kernel_names[0], "flashcl_forward_wgmma");
+        ck_assert_str_eq(plan.prelude[3], "wgmma.cl");
+        ck_assert_ptr_null(plan.prelude[4]);
+        char options[160];
+        snprintf(options, sizeof options,
+                 "-DFLASHCL_DTYPE=%d -DHEAD_DIM=64 -DBLOCK_N=128 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1", (int)dtype);
+        ck_assert_str_eq(plan.options, options);
+        /* 128 query rows per work-group of 256: ceil(1000 / 128) = 8 groups, B x Hq = 16. */
+        ck_assert_uint_eq(plan.global[0][0], 8 * 256);
+        ck_assert_uint_eq(plan.local[0][0], 256);
+        ck_assert_int_eq(plan.tiles.block_q, 128);
+        ck_assert_int_eq(plan.tiles.block_k, 128);
+        ck_assert_int_eq(plan.tiles.threads_q, 8);
+        ck_assert_int_eq(plan.tiles.threads_k, 32);
+        ck_assert_uint_eq(plan.tiles.work_group_size, 256);
+        ck_assert_uint_eq(plan.global[0][1], 16);
+        ck_assert_int_eq(plan.kv_splits, 1);
+        flashcl_call_stats stats;
+        flashcl_exec_plan_report(&plan, &stats);
+        ck_assert_str_eq(stats.backend, "nvidia-wgmma");
+    }
+    /* head_dim 128: mma.sync by default (it was faster there), the wgmma kernel when forced. */
+    const flashcl_attention_desc d128 = problem_desc(1000, 128, FLASHCL_DTYPE_F16, 0);
+    const flashcl_features f128 = dense(&d128);
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d128, &f128, 8).backend->name, "nvidia-mma-sync");
+    s.wgmma = FLASHCL_WGMMA_ON;
+    flashcl_exec_plan forced = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d128, &f128, 8);
+    ck_assert_str_eq(forced.backend->name, "nvidia-wgmma");
+    ck_assert_str_eq(forced.options,
+                     "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1");
+    /* What it does not take, even forced: the backward, float, head_dim 96, rows not 16-byte aligned, a feature,
+     * a forced plan, the tensor-core mode off or emulated, the standard implementation. */
+    const flashcl_attention_desc d64 = problem_desc(1000, 64, FLASHCL_DTYPE_F16, 1);
+    const flashcl_features f64 = dense(&d64);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &f64, 8).sm90a, 0);
+    const flashcl_attention_desc d32 = problem_desc(1000, 64, FLASHCL_DTYPE_F32, 0);
+    const flashcl_features f32 = dense(&d32);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d32, &f32, 8).sm90a, 0);
+    const flashcl_attention_desc d96 = problem_desc(1000, 96, FLASHCL_DTYPE_F16, 0);
+    const flashcl_features f96 = dense(&d96);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d96, &f96, 8).sm90a, 0);
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d64, &f64, 4).sm90a, 0);
+    flashcl_features capped = f64;
+    capped.softcap = 30.0f;
+    const flashcl_exec_plan softcap = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d64, &capped, 8);
+    ck_assert_int_eq(softcap.sm90a, 0);
+    ck_assert_str_eq(softcap.backend->name, "nvidia-mma-sync");
+    flashcl_settings other = s;
+    other.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
+    ck_assert_int_eq(dispatch_ok(&caps, &other, FLASHCL_PASS_FORWARD, &d64, &f64, 8).sm90a, 0);
+    other.tensor_cores = FLASHCL_TENSOR_CORES_EMULATE;
+    ck_assert_int_eq(dispatch_ok(&caps, &other, FLASHCL_PASS_FORWARD, &d64, &f64, 8).sm90a, 0);
+    other = s;
+    other.forced_plan_set = 1;
+    other.forced_plan = (flashcl_plan){32, 32, 8, 8, 0, 0};
+    ck_assert_int_eq(dispatch_ok(&caps, &other, FLASHCL_PASS_FORWARD, &d64, &f64, 8).sm90a, 0);
+    /* Off, and on an sm_80 or sm_100 device: the mma.sync plan. */
+    other = s;
+    other.wgmma = FLASHCL_WGMMA_OFF;
+    ck_assert_str_eq(dispatch_ok(&caps, &other, FLASHCL_PASS_FORWARD, &d64, &f64, 8).backend->name,
+                     "nvidia-mma-sync");
+    const int others[] = {80, 89, 100};
+    for (int i = 0; i < COUNT(others); ++i) {
+        flashcl_device_caps c = caps;
+        c.compute_capability = others[i];
+        ck_assert_str_eq(dispatch_ok(&c, &s, FLASHCL_PASS_FORWARD, &d64, &f64, 8).backend->name, "nvidia-mma-sync");
+    }
+    /* Without the static local memory (a device reporting only 48 KiB), its tiles do not fit. */
+    flashcl_device_caps small = caps;
+    small.limits.static_local_mem_bytes = 0;
+    ck_assert_int_eq(dispatch_ok(&small, &s, FLASHCL_PASS_FORWARD, &d64, &f64, 8).sm90a, 0);
+}
+END_TEST
+
 static Suite *dispatch_suite(void) {
     Suite *s = suite_create("dispatch");
     TCase *tc = tcase_create("pure");
@@ -620,6 +712,7 @@ static Suite *dispatch_suite(void) {
     tcase_add_test(tc, split_kv_decisions);
     tcase_add_test(tc, decode_decisions);
     tcase_add_test(tc, decode_mma_decisions);
+    tcase_add_test(tc, wgmma_decisions);
     suite_add_tcase(s, tc);
     return s;
 }

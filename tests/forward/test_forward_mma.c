@@ -25,8 +25,11 @@ static const ts_case sweep[] = {
 
 /* A context in the mode that runs the tensor-core kernel here (fp32 in
  * 3xTF32; the sweep's few-row cases would otherwise run the decode kernel),
- * and the tensor_cores value its calls should report. */
+ * and the tensor_cores value its calls should report. FLASHCL_WGMMA=0: on an
+ * H100 the d64 half and bfloat16 cases would otherwise run the wgmma forward
+ * (test_forward_wgmma's), which reports the same kernel kind. */
 static flashcl_context *mma_context(int *expected) {
+    ck_assert_int_eq(setenv("FLASHCL_WGMMA", "0", 1), 0);
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_decode_kernel(ctx, 0), FLASHCL_SUCCESS);
     const int real = flashcl_context_has_tensor_cores(ctx);

@@ -1,0 +1,344 @@
+// forward_wgmma.cl: the FlashAttention forward pass on Hopper's warpgroup
+// matrix instructions (wgmma, sm_90a; issue 22), for 16-bit storage (half,
+// bfloat16) and head dims 64 and 128, dense, causal or not. After mma.cl,
+// mma_nvidia.cl, mma_operands.cl and wgmma.cl; built only through the
+// second compile step (src/program_sm90a.c), so only on an H100-class GPU.
+//
+// Macros taken (host passes them with -D):
+//   HEAD_DIM    64 or 128
+//   BLOCK_N     keys per step of the inner loop: 64 or 128 (wgmma's n of S)
+//   WARPGROUPS  warpgroups (128 work-items each) per work-group; each owns
+//               64 query rows, so BLOCK_M = 64 * WARPGROUPS
+//   WG_PIPELINE 1: block j's S and block j - 1's O += P V in flight together
+//               (see there); 0: one block at a time
+//
+// Layout: a warpgroup's 64 rows are wgmma's m. Its warp w holds rows
+// 16 w .. 16 w + 15 and lane (g = lane / 4, t = lane % 4) rows g ("top")
+// and g + 8 ("bottom"), as in mma.sync's m16n8 accumulators: element
+// 4 i + {0, 1} of an accumulator array is the top row's columns 8 i + 2t,
+// 8 i + 2t + 1, elements 4 i + {2, 3} the bottom row's. So S (BLOCK_N / 2
+// floats) and O (HEAD_DIM / 2 floats) are held as forward_mma.cl holds them,
+// and S's 16-key steps, rounded to 16 bits, are exactly the A operand
+// (registers) of O += P V: P never goes through local memory.
+// Q (the work-group's BLOCK_M rows) is copied once to local memory and read
+// by descriptor; K and V blocks go to two stages of local memory with
+// cp.async: block j + 1 is in flight while block j is computed. wgmma reads
+// Q and K K-major (rows of dims) and V with its transpose bit (keys x dims
+// as stored), all three in wgmma.cl's core-matrix layout.
+// The online softmax, the masks (bottom-right causal) and the NaN/inf rules
+// are forward_mma.cl's: row maxima in log2 units, a row with no visible key
+// written as 0 with LSE -inf.
+
+#ifndef BLOCK_N
+#define BLOCK_N 64
+#endif
+#ifndef WARPGROUPS
+#define WARPGROUPS 1
+#endif
+#ifndef WG_PIPELINE
+#define WG_PIPELINE 0
+#endif
+#if (BLOCK_N != 64 && BLOCK_N != 128) || (HEAD_DIM != 64 && HEAD_DIM != 128)
+#error "BLOCK_N and HEAD_DIM must be 64 or 128"
+#endif
+#define BLOCK_M (64 * WARPGROUPS)
+#define WG_SIZE (128 * WARPGROUPS)
+#define S_REGS (BLOCK_N / 2)
+#define O_REGS (HEAD_DIM / 2)
+#define TILE_BYTES(rows) ((rows) * HEAD_DIM * 2)
+// One 8-row group of a tile (wgmma.cl): the K-major stride byte offset and
+// the MN-major leading one.
+#define GROUP_BYTES (HEAD_DIM * 16)
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward_wgmma(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
+    __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    // Descriptors address 16-byte units and read whole core matrices: the
+    // tiles are aligned (at 2-byte alignment wgmma read wrong values).
+    __local uchar q_tile[TILE_BYTES(BLOCK_M)] __attribute__((aligned(128)));
+    __local uchar k_tiles[2][TILE_BYTES(BLOCK_N)] __attribute__((aligned(128)));
+    __local uchar v_tiles[2][TILE_BYTES(BLOCK_N)] __attribute__((aligned(128)));
+
+    const int lid = (int)get_local_id(0);
+    const int warpgroup = lid / 128, warp = (lid % 128) / 32, lane = lid % 32;
+    const int g = lane >> 2, t = lane & 3;
+    // Causal groups near the end of the sequence have the most keys: they
+    // start first so the short ones fill the tail.
+    const int q0 = ((int)get_num_groups(0) - 1 - (int)get_group_id(0)) * BLOCK_M;
+    const int bh = (int)get_group_id(1);
+    const int b = bh / heads_q;
+    const int h = bh - b * heads_q;
+    const int hk = h / group_size;
+    const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    const ulong o_base = o_offset + (ulong)b * o_stride_b + (ulong)h * o_stride_h;
+    const int row_top = q0 + warpgroup * 64 + warp * 16 + g, row_bottom = row_top + 8;
+
+    float s[S_REGS], acc[O_REGS];
+    UNROLL_ALWAYS
+    for (int i = 0; i < S_REGS; ++i) s[i] = 0.0f;
+    UNROLL_ALWAYS
+    for (int i = 0; i < O_REGS; ++i) acc[i] = 0.0f;
+    // Running maxima (log2 units) and this lane's part of the row sums.
+    float max_top = -INFINITY, max_bottom = -INFINITY, sum_top = 0.0f, sum_bottom = 0.0f;
+    const float scale2 = scale * M_LOG2E_F;
+
+    // Bottom-right causal alignment: row i sees keys j <= i + diagonal.
+    const int diagonal = seqlen_k - seqlen_q;
+    int key_end = seqlen_k;
+    if (causal) key_end = clamp(q0 + BLOCK_M + diagonal, 0, seqlen_k);
+    const int blocks = (key_end + BLOCK_N - 1) / BLOCK_N;
+
+    // Descriptors: this warpgroup's 64 rows of Q, and the stages' K and V.
+    const ulong q_desc = wg_descriptor(SHARED_ADDRESS(q_tile + warpgroup * TILE_BYTES(64)), 128, GROUP_BYTES);
+    const ulong k_desc0 = wg_descriptor(SHARED_ADDRESS(k_tiles[0]), 128, GROUP_BYTES);
+    const ulong v_desc0 = wg_descriptor(SHARED_ADDRESS(v_tiles[0]), GROUP_BYTES, 128);
+    // The second stage's descriptors differ by its distance in 16-byte units.
+    const ulong stage_units = (ulong)(SHARED_ADDRESS(k_tiles[1]) - SHARED_ADDRESS(k_tiles[0])) >> 4;
+    const ulong v_stage_units = (ulong)(SHARED_ADDRESS(v_tiles[1]) - SHARED_ADDRESS(v_tiles[0])) >> 4;
+
+    // Mask (only blocks reaching past seqlen_k or the diagonal: a uniform
+    // test), then the online softmax of the two rows of S (block at k0):
+    // the new maxima, P as the A operand of O += P V in p_out, the sums,
+    // and alpha_top/alpha_bottom, by which O is to be rescaled.
+    // A visible key lifts the block maximum (raw scores) to at least
+    // -FLT_MAX even when its score is -inf or NaN (fmax drops NaN), so the
+    // maximum stays -inf only for a row that sees no key: the one case
+    // written as empty. Every key of an unmasked block is visible.
+    // A row with no visible key yet keeps -inf, and its "safe" maximum 0
+    // makes alpha and P exactly 0 instead of NaN. P is rounded to the
+    // storage type as the A operand of each 16-key step: words (top, keys
+    // 2t..), (bottom, 2t..), (top, 8 + 2t..), (bottom, 8 + 2t..) are S's
+    // elements 8 kk + 0..7 in pairs. One rounding, of the difference
+    // (forward_mma.cl says why).
+#define SOFTMAX(k0_, p_out)                                                                                      \
+    do {                                                                                                         \
+        const bool masked_block = (k0_) + BLOCK_N > seqlen_k || (causal && (k0_) + BLOCK_N - 1 > q0 + diagonal); \
+        float block_top = masked_block ? -INFINITY : -FLT_MAX, block_bottom = block_top;                        \
+        UNROLL_ALWAYS                                                                                            \
+        for (int n = 0; n < BLOCK_N / 8; ++n) {                                                                  \
+            if (masked_block) {                                                                                  \
+                const int col = (k0_) + n * 8 + 2 * t;                                                           \
+                const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;                          \
+                const bool hide_tl = left_out || (causal && col > row_top + diagonal);                           \
+                const bool hide_tr = right_out || (causal && col + 1 > row_top + diagonal);                      \
+                const bool hide_bl = left_out || (causal && col > row_bottom + diagonal);                        \
+                const bool hide_br = right_out || (causal && col + 1 > row_bottom + diagonal);                   \
+                if (hide_tl) s[4 * n] = -INFINITY;                                                               \
+                if (hide_tr) s[4 * n + 1] = -INFINITY;                                                           \
+                if (hide_bl) s[4 * n + 2] = -INFINITY;                                                           \
+                if (hide_br) s[4 * n + 3] = -INFINITY;                                                           \
+                if (!(hide_tl && hide_tr)) block_top = fmax(block_top, -FLT_MAX);                                \
+                if (!(hide_bl && hide_br)) block_bottom = fmax(block_bottom, -FLT_MAX);                          \
+            }                                                                                                    \
+            block_top = fmax(block_top, fmax(s[4 * n], s[4 * n + 1]));                                           \
+            block_bottom = fmax(block_bottom, fmax(s[4 * n + 2], s[4 * n + 3]));                                 \
+        }                                                                                                        \
+        block_top = fmax(block_top, QUAD_XOR(block_top, 1));                                                     \
+        block_top = fmax(block_top, QUAD_XOR(block_top, 2));                                                     \
+        block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 1));                                            \
+        block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 2));                                            \
+        const float new_top = fmax(max_top, block_max_log2(block_top, scale2));                                  \
+        const float new_bottom = fmax(max_bottom, block_max_log2(block_bottom, scale2));                         \
+        const float safe_top = new_top == -INFINITY ? 0.0f : new_top;                                            \
+        const float safe_bottom = new_bottom == -INFINITY ? 0.0f : new_bottom;                                   \
+        alpha_top = EXP2(max_top - safe_top);                                                                    \
+        alpha_bottom = EXP2(max_bottom - safe_bottom);                                                           \
+        max_top = new_top;                                                                                       \
+        max_bottom = new_bottom;                                                                                 \
+        float own_top = 0.0f, own_bottom = 0.0f;                                                                 \
+        UNROLL_ALWAYS                                                                                            \
+        for (int n = 0; n < BLOCK_N / 8; ++n) {                                                                  \
+            const float p0 = EXP2(fma(s[4 * n], scale2, -safe_top));                                             \
+            const float p1 = EXP2(fma(s[4 * n + 1], scale2, -safe_top));                                         \
+            const float p2 = EXP2(fma(s[4 * n + 2], scale2, -safe_bottom));                                      \
+            const float p3 = EXP2(fma(s[4 * n + 3], scale2, -safe_bottom));                                      \
+            own_top += p0 + p1;                                                                                  \
+            own_bottom += p2 + p3;                                                                               \
+            p_out[n / 2][(n % 2) * 2] = pack2(p0, p1);                                                           \
+            p_out[n / 2][(n % 2) * 2 + 1] = pack2(p2, p3);                                                       \
+        }                                                                                                        \
+        sum_top = sum_top * alpha_top + own_top;                                                                 \
+        sum_bottom = sum_bottom * alpha_bottom + own_bottom;                                                     \
+    } while (0)
+#define RESCALE_O()                                                                                              \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int i = 0; i < O_REGS; i += 4) {                                                                    \
+            acc[i] *= alpha_top;                                                                                 \
+            acc[i + 1] *= alpha_top;                                                                             \
+            acc[i + 2] *= alpha_bottom;                                                                          \
+            acc[i + 3] *= alpha_bottom;                                                                          \
+        }                                                                                                        \
+    } while (0)
+    // S = Q K^T of the K block at descriptor k_desc_ over HEAD_DIM / 16
+    // k-steps of 16 dims (two 128-byte core matrices along k: 256 bytes,
+    // 16 units); the first overwrites S. Then O += P V over BLOCK_N / 16
+    // k-steps of 16 keys (two 8-key groups of V, GROUP_BYTES each).
+#define ISSUE_S(k_desc_)                                                                                         \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int d = 0; d < HEAD_DIM / 16; ++d) WGMMA_SS(BLOCK_N, s, q_desc + 16 * d, (k_desc_) + 16 * d, d > 0); \
+        WGMMA_COMMIT();                                                                                          \
+    } while (0)
+#define ISSUE_PV(p_, v_desc_)                                                                                    \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk)                                                                \
+            WGMMA_RS(HEAD_DIM, acc, p_[kk], (v_desc_) + kk * (2 * GROUP_BYTES / 16));                            \
+        WGMMA_COMMIT();                                                                                          \
+    } while (0)
+#define K_DESC(block) (k_desc0 + (((block) & 1) ? stage_units : 0))
+#define V_DESC(block) (v_desc0 + (((block) & 1) ? v_stage_units : 0))
+#define FETCH_K(block)                                                                                           \
+    WG_FETCH_TILE(k_tiles[(block) & 1], k, k_base, k_stride_s, (block) * BLOCK_N, seqlen_k, BLOCK_N, HEAD_DIM)
+#define FETCH_V(block)                                                                                           \
+    WG_FETCH_TILE(v_tiles[(block) & 1], v, v_base, v_stride_s, (block) * BLOCK_N, seqlen_k, BLOCK_N, HEAD_DIM)
+    float alpha_top = 1.0f, alpha_bottom = 1.0f;
+    uint pa[BLOCK_N / 16][4];
+
+#if WG_PIPELINE
+    // FlashAttention-3's overlap within a warpgroup: block j's S = Q K^T and
+    // block j - 1's O += P V are in flight together, and the softmax of
+    // block j runs while the latter is (O's rescaling waits for it). P of
+    // block j - 1 (p_prev) stays in its registers until that product is
+    // done. K blocks and V blocks have stages of their own: one copy group
+    // per block brings K(j + 1) and V(j), each needed one block later, into
+    // stages whose last readers (S(j - 1), P V(j - 2)) every warpgroup has
+    // finished at the block's barrier. Every wgmma is issued outside any
+    // branch but the loop's: under a condition ptxas serialised them all
+    // ("program dependence on compiler-inserted WG.AR in divergent path",
+    // seen offline with ptxas on this file's PTX), so a causal warpgroup
+    // computes the blocks its rows cannot see (their P is 0).
+    uint p_prev[BLOCK_N / 16][4];
+    if (blocks > 0) {
+        WG_FETCH_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_M, HEAD_DIM);
+        FETCH_K(0);
+        COPY_COMMIT();
+        COPY_WAIT(0);
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        FETCH_V(0);
+        if (blocks > 1) FETCH_K(1);
+        COPY_COMMIT();
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(0));
+        WGMMA_WAIT(BLOCK_N, s);
+        SOFTMAX(0, pa);
+        RESCALE_O();
+        UNROLL_ALWAYS
+        for (int i = 0; i < BLOCK_N / 16; ++i) {
+            UNROLL_ALWAYS
+            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
+        }
+    }
+    for (int j = 1; j < blocks; ++j) {
+        const int k0 = j * BLOCK_N;
+        // K(j) and V(j - 1) have landed; every warpgroup is done with S(j - 1) and P V(j - 2).
+        COPY_WAIT(0);
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        FETCH_V(j);
+        if (j + 1 < blocks) FETCH_K(j + 1);
+        COPY_COMMIT();
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(j));
+        ISSUE_PV(p_prev, V_DESC(j - 1));
+        WGMMA_WAIT1(BLOCK_N, s);
+        SOFTMAX(k0, pa);
+        WGMMA_WAIT_PV(HEAD_DIM, acc, BLOCK_N, p_prev);
+        RESCALE_O();
+        UNROLL_ALWAYS
+        for (int i = 0; i < BLOCK_N / 16; ++i) {
+            UNROLL_ALWAYS
+            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
+        }
+    }
+    if (blocks > 0) {
+        // The last block's O += P V, once its V has landed.
+        COPY_WAIT(0);
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        WGMMA_FENCE();
+        ISSUE_PV(p_prev, V_DESC(blocks - 1));
+        WGMMA_WAIT(HEAD_DIM, acc);
+    }
+#else
+    // One block at a time: S, softmax, O += P V, each product waited for.
+    // K and V of block j + 1 are copied while block j is computed.
+    if (blocks > 0) {
+        WG_FETCH_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_M, HEAD_DIM);
+        FETCH_K(0);
+        FETCH_V(0);
+        COPY_COMMIT();
+    }
+    for (int j = 0; j < blocks; ++j) {
+        const int k0 = j * BLOCK_N;
+        // Block j + 1 goes to the other stage, which every warpgroup left at
+        // the end of block j - 1; then block j (and Q) must have landed.
+        if (j + 1 < blocks) {
+            FETCH_K(j + 1);
+            FETCH_V(j + 1);
+            COPY_COMMIT();
+            COPY_WAIT(1);
+        } else {
+            COPY_WAIT(0);
+        }
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(j));
+        WGMMA_WAIT(BLOCK_N, s);
+        SOFTMAX(k0, pa);
+        RESCALE_O();
+        WGMMA_FENCE();
+        ISSUE_PV(pa, V_DESC(j));
+        WGMMA_WAIT(HEAD_DIM, acc);
+        // Every warpgroup is done with this stage before block j + 2 is
+        // copied into it.
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
+#undef SOFTMAX
+#undef RESCALE_O
+#undef ISSUE_S
+#undef ISSUE_PV
+#undef K_DESC
+#undef V_DESC
+#undef FETCH_K
+#undef FETCH_V
+
+    // Each row's sum is spread over the 4 lanes of its quad.
+    sum_top += QUAD_XOR(sum_top, 1);
+    sum_top += QUAD_XOR(sum_top, 2);
+    sum_bottom += QUAD_XOR(sum_bottom, 1);
+    sum_bottom += QUAD_XOR(sum_bottom, 2);
+    // Empty only when no key was visible; a zero or NaN sum of a row that
+    // saw keys gives NaN (0 * inf, x * NaN), as IEEE arithmetic does.
+    const float inv_top = max_top == -INFINITY ? 0.0f : row_in_range(max_top) ? 1.0f / sum_top : NAN;
+    const float inv_bottom = max_bottom == -INFINITY ? 0.0f : row_in_range(max_bottom) ? 1.0f / sum_bottom : NAN;
+    UNROLL_ALWAYS
+    for (int i = 0; i < O_REGS / 4; ++i) {
+        const int col = i * 8 + 2 * t;
+        if (row_top < seqlen_q)
+            STORE_PAIR(o, o_base + (ulong)row_top * o_stride_s + col, acc[4 * i] * inv_top, acc[4 * i + 1] * inv_top);
+        if (row_bottom < seqlen_q)
+            STORE_PAIR(o, o_base + (ulong)row_bottom * o_stride_s + col, acc[4 * i + 2] * inv_bottom,
+                       acc[4 * i + 3] * inv_bottom);
+    }
+    if (write_lse && t == 0) {
+        const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;
+        // Natural units: LSE = ln(2) * (max + log2(sum)).
+        if (row_top < seqlen_q)
+            lse[lse_base + (ulong)row_top * lse_stride_s] =
+                row_in_range(max_top) ? flashcl_row_lse2(max_top, sum_top) : NAN;
+        if (row_bottom < seqlen_q)
+            lse[lse_base + (ulong)row_bottom * lse_stride_s] =
+                row_in_range(max_bottom) ? flashcl_row_lse2(max_bottom, sum_bottom) : NAN;
+    }
+}

@@ -1,0 +1,65 @@
+/* wgmma_plan.c: when the Hopper forward (cl/forward_wgmma.cl) applies, and its tiles. */
+#include "wgmma_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "program_sm90a.h"
+
+static int has_sm90a(const flashcl_device_caps *caps) { return flashcl_sm90a_device_refusal(caps) == NULL; }
+
+/* subgroup_width 32 (warps inside the warpgroups), one instruction m64 x n64 x k16 as the smallest the kernel
+ * issues (n is the key block or the head dim), no TF32; no scratch; FLASHCL_MMA_PTX 1 (the prelude's
+ * mma_nvidia.cl). */
+static const flashcl_mma_backend wgmma = {"nvidia-wgmma", FLASHCL_KERNEL_TENSOR_CORE, has_sm90a, 32, 64, 64, 16, 0,
+                                          0, 0, 0, 1, "mma_nvidia.cl", NULL};
+
+const flashcl_mma_backend *flashcl_wgmma_backend(void) { return &wgmma; }
+
+const char *const flashcl_wgmma_prelude[5] = {"mma.cl", "mma_nvidia.cl", "mma_operands.cl", "wgmma.cl", NULL};
+
+/* Local memory of the kernel's static arrays: the Q tile (64 rows per warpgroup) and two stages of K and V
+ * blocks, 16-bit values, plus up to 128 bytes for each of its three arrays' alignment. */
+static size_t local_bytes(int head_dim, int warpgroups, int block_n) {
+    return (size_t)head_dim * 2 * ((size_t)warpgroups * 64 + 4 * (size_t)block_n) + 3 * 128;
+}
+
+int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
+                          const flashcl_attention_desc *desc, const flashcl_features *features, int views_alignment,
+                          flashcl_plan *tiles) {
+    if (mode == FLASHCL_WGMMA_OFF || !has_sm90a(caps) || pass != FLASHCL_PASS_FORWARD) return 0;
+    if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
+    if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
+    if (mode == FLASHCL_WGMMA_AUTO && desc->head_dim != 64) return 0; /* slower than mma.sync at 128 (header) */
+    if (flashcl_features_any(features)) return 0;
+    if (views_alignment % 8 != 0) return 0;
+    /* Two warpgroups of 64 query rows share each K/V block (FlashAttention-3's consumer count); keys per step:
+     * S's registers (block_n / 2 floats per work-item) beside O's (head_dim / 2) and P's (block_n / 4). On the
+     * H100 at d64, N 2048 / 8192 (docs/perf.md): 2 x 128 keys 240 / 244 TFLOP/s, 2 x 64 228 / 238, 3 x 64
+     * 191 / 211, one warpgroup 128-140 with either block. */
+    int warpgroups = 2, block_n = desc->head_dim == 64 ? 128 : 64;
+#ifdef FLASHCL_MMA_EXPERIMENT
+    const char *forced = getenv("FLASHCL_WGMMA_TILES");
+    int fw, fn;
+    if (forced && sscanf(forced, "%d,%d", &fw, &fn) == 2 && fw >= 1 && fw <= 4 && (fn == 64 || fn == 128)) {
+        warpgroups = fw;
+        block_n = fn;
+    }
+#endif
+    const size_t wg_size = (size_t)warpgroups * 128;
+    const size_t local = local_bytes(desc->head_dim, warpgroups, block_n);
+    /* The arrays are static: the device's static local memory (0 there: the reported size) bounds them. */
+    const size_t capacity = caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes
+                                ? caps->limits.static_local_mem_bytes
+                                : caps->limits.local_mem_bytes;
+    if (wg_size > caps->limits.max_work_group_size || local > capacity) return 0;
+    /* As the mma.sync kernels report theirs: threads_q the warps (16 query rows each), threads_k their width. */
+    *tiles = (flashcl_plan){warpgroups * 64, block_n, warpgroups * 4, 32, wg_size, local};
+    return 1;
+}
+
+void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_plan *tiles, char *options,
+                           size_t size) {
+    snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1",
+             (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4);
+}
