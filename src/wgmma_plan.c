@@ -30,7 +30,8 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (mode == FLASHCL_WGMMA_OFF || !has_sm90a(caps) || pass != FLASHCL_PASS_FORWARD) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
-    if (mode == FLASHCL_WGMMA_AUTO && desc->head_dim != 64) return 0; /* slower than mma.sync at 128 (header) */
+    /* By default only where measured faster than mma.sync (wgmma_plan.h): head_dim 128's causal form is not. */
+    if (mode == FLASHCL_WGMMA_AUTO && desc->head_dim == 128 && desc->causal) return 0;
     if (flashcl_features_any(features)) return 0;
     if (views_alignment % 8 != 0) return 0;
     /* Two warpgroups of 64 query rows share each K/V block (FlashAttention-3's consumer count); keys per step:
@@ -60,6 +61,7 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
 
 void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_plan *tiles, char *options,
                            size_t size) {
-    snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1",
-             (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4);
+    snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s",
+             (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
+             desc->head_dim == 128 ? " -DWG_PIPELINE=1" : "");
 }

@@ -9,8 +9,9 @@
 
 /* When a context runs the Hopper forward (flashcl_settings.wgmma; context.c reads FLASHCL_WGMMA): never (0, also
  * what a zeroed settings struct says), wherever it applies (1, FLASHCL_WGMMA=1: tests and A/B timing), or where
- * it applies and was measured faster than the mma.sync kernel (2, the default: head_dim 64 only; at 128 it was
- * 3-8% slower on the H100, docs/perf.md "wgmma forward (issue 22)"). */
+ * it applies and was measured faster than the mma.sync kernel (2, the default: head_dim 64, causal or not, on the
+ * one-block-at-a-time kernel; head_dim 128 not causal on the pipelined one (WG_PIPELINE), 1.08-1.14x on the H100,
+ * its causal form not timed; docs/perf.md "wgmma forward (issue 22)"). */
 enum { FLASHCL_WGMMA_OFF = 0, FLASHCL_WGMMA_ON = 1, FLASHCL_WGMMA_AUTO = 2 };
 
 /* The backend row the wgmma forward reports (flashcl_call_stats.backend "nvidia-wgmma"); its kind is
@@ -19,15 +20,17 @@ enum { FLASHCL_WGMMA_OFF = 0, FLASHCL_WGMMA_ON = 1, FLASHCL_WGMMA_AUTO = 2 };
 const flashcl_mma_backend *flashcl_wgmma_backend(void);
 
 /* 1 if the wgmma forward runs this call on caps' device under mode (FLASHCL_WGMMA_*): an sm_90a device
- * (flashcl_sm90a_device_refusal), the forward pass, half or bfloat16 storage, head_dim 64 or 128 (AUTO: 64), no
- * feature but causal, every row start 16-byte aligned (views_alignment a multiple of 8), and its tiles within the
+ * (flashcl_sm90a_device_refusal), the forward pass, half or bfloat16 storage, head_dim 64 or 128 (AUTO: 128 only
+ * without causal), no feature but causal, every row start 16-byte aligned (views_alignment a multiple of 8), and its tiles within the
  * device's static local memory; then *tiles holds them (block_q the work-group's query rows, block_k the keys
  * per step, threads_q the warps (4 per warpgroup, 16 query rows each), threads_k 32). */
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
                           const flashcl_attention_desc *desc, const flashcl_features *features, int views_alignment,
                           flashcl_plan *tiles);
 
-/* The wgmma forward's -D options for tiles. */
+/* The wgmma forward's -D options for tiles: at head_dim 128 the pipelined kernel (-DWG_PIPELINE=1, S of block j
+ * and O += P V of block j - 1 in flight together), measured faster there; at 64 the kernel's default, one block at
+ * a time (the pipelined one was 7-12% slower; FLASHCL_BUILD_OPTIONS=-DWG_PIPELINE=1 still selects it). */
 void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_plan *tiles, char *options,
                            size_t size);
 
