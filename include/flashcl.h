@@ -939,7 +939,7 @@ typedef struct flashcl_call_stats {
     /* Which kernel family runs. */
     flashcl_kernel_kind kernel;
     /* The matrix-unit backend of a tensor-core kernel ("nvidia-mma-sync",
-     * "emulated"); "" for the portable and standard kernels. */
+     * "nvidia-wgmma", "emulated"); "" for the portable and standard kernels. */
     char backend[32];
     /* The kernel program (a file of cl/) and the -D options it is built
      * with; both "" for the standard impl, whose GEMMs CLBlast builds. */

@@ -16,14 +16,16 @@ static const char *const FIELDS[] = {"impl", "direction", "batch", "heads", "seq
                                      "median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes",
                                      "max_abs_err", "dropout", "block_density", "status", "device",
                                      "varlen_ms", "varlen_tflops", "varlen_speedup", "varlen_flops", "padded_flops",
-                                     "varlen_tokens", "kernel", "softcap", "alibi_max_bias", "bias_bytes"};
+                                     "varlen_tokens", "kernel", "softcap", "alibi_max_bias", "bias_bytes",
+                                     "backend", "forward_backend"};
 /* The --varlen fields: numbers on flash rows of a --varlen run, null elsewhere. */
 static const char *const VARLEN_FIELDS[] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
                                             "varlen_flops", "padded_flops",  "varlen_tokens"};
 enum { VARLEN_FIELD_COUNT = sizeof VARLEN_FIELDS / sizeof VARLEN_FIELDS[0], FIRST_VARLEN_COLUMN = 17 };
 enum { FIELD_COUNT = sizeof FIELDS / sizeof FIELDS[0] };
-/* The CSV's kernel column, before softcap, alibi_max_bias and bias_bytes (the JSON, read by name, has it before status). */
-enum { KERNEL_COLUMN = FIELD_COUNT - 4 };
+/* The CSV's kernel column, before softcap, alibi_max_bias and bias_bytes, then the two backend columns (the JSON,
+ * read by name, has kernel and the backends before status). */
+enum { KERNEL_COLUMN = FIELD_COUNT - 6, BACKEND_COLUMN = FIELD_COUNT - 2 };
 
 static void work_path(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", g_workdir, name); }
 
@@ -84,6 +86,11 @@ static void check_schema(const json_record *r) {
                   "kernel '%s'", kernel);
     ck_assert_msg(strcmp(text(r, "impl"), "standard") != 0 || strcmp(kernel, "standard") == 0,
                   "a standard row says kernel '%s'", kernel);
+    /* A backend exactly where the kernel has one (a tensor-core kernel's matrix unit), "-" elsewhere. */
+    const char *backend = text(r, "backend");
+    ck_assert_msg((strncmp(kernel, "tensor-core", 11) == 0) == (strcmp(backend, "-") != 0), "kernel '%s' backend '%s'",
+                  kernel, backend);
+    ck_assert(strlen(text(r, "forward_backend")) > 0);
     const char *measured[] = {"median_ms", "tflops", "extra_device_bytes", "predicted_hbm_bytes", "max_abs_err"};
     for (int i = 0; i < 5; ++i) {
         const json_type type = field(r, measured[i])->type;
@@ -175,7 +182,7 @@ static void check_csv_matches(const char *name, const json_record *records, int 
     const char *header = "impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,"
                          "extra_device_bytes,predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device,"
                          "varlen_ms,varlen_tflops,varlen_speedup,varlen_flops,padded_flops,varlen_tokens,kernel,softcap,"
-                         "alibi_max_bias,bias_bytes\n";
+                         "alibi_max_bias,bias_bytes,backend,forward_backend\n";
     ck_assert_msg(strncmp(csv, header, strlen(header)) == 0, "CSV header: %.200s", csv);
     const char *line = csv + strlen(header);
     int rows = 0;
@@ -198,8 +205,9 @@ static void check_csv_matches(const char *name, const json_record *records, int 
         }
         ck_assert_str_eq(FIELDS[KERNEL_COLUMN], "kernel");
         ck_assert_str_eq(fields[KERNEL_COLUMN], text(r, "kernel"));
-        for (int k = KERNEL_COLUMN + 1; k < FIELD_COUNT; ++k)
+        for (int k = KERNEL_COLUMN + 1; k < BACKEND_COLUMN; ++k)
             ck_assert(fabs(atof(fields[k]) - number(r, FIELDS[k])) <= 1e-6 * fabs(number(r, FIELDS[k])));
+        for (int k = BACKEND_COLUMN; k < FIELD_COUNT; ++k) ck_assert_str_eq(fields[k], text(r, FIELDS[k]));
         const char *next = strchr(line, '\n');
         line = next ? next + 1 : line + strlen(line);
     }
@@ -232,6 +240,7 @@ START_TEST(tiny_sweep_reports_every_field) {
         ck_assert_str_eq(text(&records[i], "dtype"), "f32");
         /* float32: always the portable kernel */
         ck_assert_str_eq(text(&records[i], "kernel"), strcmp(text(&records[i], "impl"), "flash") == 0 ? "portable" : "standard");
+        ck_assert_str_eq(text(&records[i], "backend"), "-");
     }
     const int seqlens[2] = {64, 128};
     for (int s = 0; s < 2; ++s) {
@@ -597,7 +606,11 @@ static int run_tensor_cores(const char *mode, json_record **records) {
 START_TEST(tensor_cores_recorded) {
     json_record *records = NULL;
     int count = run_tensor_cores("emulate", &records);
-    for (int i = 0; i < count; ++i) ck_assert_str_eq(text(&records[i], "kernel"), "tensor-core-emulated");
+    for (int i = 0; i < count; ++i) {
+        ck_assert_str_eq(text(&records[i], "kernel"), "tensor-core-emulated");
+        ck_assert_str_eq(text(&records[i], "backend"), "emulated");
+        ck_assert_str_eq(text(&records[i], "forward_backend"), "emulated");
+    }
     free(records);
     char *out = captured("tc_emulate", "out");
     ck_assert_msg(strstr(out, "   100     1  flash/tensor-core-emulated ") && strstr(out, "impl/kernel: flash rows"),
@@ -605,7 +618,11 @@ START_TEST(tensor_cores_recorded) {
     free(out);
 
     count = run_tensor_cores("off", &records);
-    for (int i = 0; i < count; ++i) ck_assert_str_eq(text(&records[i], "kernel"), "portable");
+    for (int i = 0; i < count; ++i) {
+        ck_assert_str_eq(text(&records[i], "kernel"), "portable");
+        ck_assert_str_eq(text(&records[i], "backend"), "-");
+        ck_assert_str_eq(text(&records[i], "forward_backend"), "-");
+    }
     free(records);
     out = captured("tc_off", "out");
     ck_assert_msg(strstr(out, "   100     1  flash/portable ") && !strstr(out, "flash/tensor-core"), "table:\n%s", out);

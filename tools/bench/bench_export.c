@@ -55,8 +55,10 @@ static int close_output(FILE *f, const char *path) {
 }
 
 /* The --varlen fields, after every older one (CSV columns keep their places).
- * kernel came later still (flashcl_kernel_kind_name's word): the CSV's last
- * column, while the JSON, read by name, has it before status. */
+ * kernel came later still (flashcl_kernel_kind_name's word), then the score
+ * modifiers' fields, then backend and forward_backend: each appended to the
+ * CSV, while the JSON, read by name, has kernel and the backends before
+ * status. */
 enum { VARLEN_FIELDS = 6 };
 static const char *const VARLEN_NAMES[VARLEN_FIELDS] = {"varlen_ms",    "varlen_tflops", "varlen_speedup",
                                                         "varlen_flops", "padded_flops",  "varlen_tokens"};
@@ -93,6 +95,10 @@ int bench_write_json(const char *path, const bench_record_list *records) {
         }
         fprintf(f, ", \"kernel\": ");
         write_json_string(f, flashcl_kernel_kind_name(r->kernel));
+        fputs(", \"backend\": ", f);
+        write_json_string(f, r->backend);
+        fputs(", \"forward_backend\": ", f);
+        write_json_string(f, r->forward_backend);
         fputs(", \"softcap\": ", f);
         write_number(f, r->softcap, "null");
         fputs(", \"alibi_max_bias\": ", f);
@@ -121,7 +127,7 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
     fputs("impl,direction,batch,heads,seqlen,head_dim,causal,dtype,median_ms,tflops,extra_device_bytes,"
           "predicted_hbm_bytes,max_abs_err,dropout,block_density,status,device", f);
     for (int k = 0; k < VARLEN_FIELDS; ++k) fprintf(f, ",%s", VARLEN_NAMES[k]);
-    fputs(",kernel,softcap,alibi_max_bias,bias_bytes\n", f);
+    fputs(",kernel,softcap,alibi_max_bias,bias_bytes,backend,forward_backend\n", f);
     for (size_t i = 0; i < records->count; ++i) {
         const bench_record *r = &records->items[i];
         fprintf(f, "%s,%s,%d,%d,%d,%d,%s,%s", bench_impl_name(r->impl), bench_direction_name(r->direction), r->batch,
@@ -148,6 +154,10 @@ int bench_write_csv(const char *path, const bench_record_list *records) {
         write_number(f, r->alibi_max_bias, "");
         fputc(',', f);
         write_number(f, r->bias_bytes, "");
+        fputc(',', f);
+        write_csv_string(f, r->backend);
+        fputc(',', f);
+        write_csv_string(f, r->forward_backend);
         fputc('\n', f);
     }
     return close_output(f, path);

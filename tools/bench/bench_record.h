@@ -35,6 +35,10 @@ typedef struct bench_record {
     double padded_flops;   /* FLOPs of the padded call (B sequences of N) */
     double varlen_tokens;  /* sum of the lengths (the padded batch holds B x N) */
     flashcl_kernel_kind kernel; /* flashcl_call_stats.kernel of the pass (forward+backward: the backward's) */
+    /* flashcl_call_stats.backend of the same pass ("-" where there is none: the portable and standard kernels),
+     * and of the row's forward call: on an H100 a forward+backward row's forward may run "nvidia-wgmma" and its
+     * backward "nvidia-mma-sync", both of kernel kind tensor-core. */
+    char backend[32], forward_backend[32];
     int ok;            /* the measurement ran */
     int out_of_memory; /* it failed for lack of device memory */
     int unsupported;   /* the implementation cannot run this configuration (standard with f16/bf16) */

@@ -106,6 +106,8 @@ static void fill_identity(const bench_timing_request *r, bench_record *record) {
     /* Until a call says which kernel ran (a row whose calls fail never
      * does): the implementation's own. */
     record->kernel = r->impl == FLASHCL_IMPL_STANDARD ? FLASHCL_KERNEL_STANDARD : FLASHCL_KERNEL_PORTABLE;
+    snprintf(record->backend, sizeof record->backend, "-");
+    snprintf(record->forward_backend, sizeof record->forward_backend, "-");
     bench_record_clear_measurements(record);
 }
 
@@ -169,9 +171,13 @@ flashcl_status bench_time(const bench_timing_request *r, bench_record *record) {
     }
     record->extra_device_bytes = (double)extra;
     record->predicted_hbm_bytes = traffic;
-    /* Forward+backward rows name the backward's kernels; the forward picks
-     * its kernel by the same rule. */
-    record->kernel = r->direction == BENCH_DIR_FORWARD_BACKWARD ? bwd_stats.kernel : fwd_stats.kernel;
+    /* Forward+backward rows name the backward's kernel and backend (the forward picks its kernel kind by the
+     * same rule; its backend, which may differ, is forward_backend). */
+    const flashcl_call_stats *pass = r->direction == BENCH_DIR_FORWARD_BACKWARD ? &bwd_stats : &fwd_stats;
+    record->kernel = pass->kernel;
+    snprintf(record->backend, sizeof record->backend, "%s", pass->backend[0] ? pass->backend : "-");
+    snprintf(record->forward_backend, sizeof record->forward_backend, "%s",
+             fwd_stats.backend[0] ? fwd_stats.backend : "-");
     return FLASHCL_SUCCESS;
 }
 

@@ -33,10 +33,14 @@ static void format_number(double value, const char *format, char *out, size_t ou
 /* The impl column: flash rows add their kernel (flashcl_kernel_kind_name's
  * words, "flash/tensor-core"): its time is not the portable kernel's, and a
  * --tensor-cores auto run uses the tensor-core kernel only where the device
- * and the call allow. */
+ * and the call allow. A hardware matrix-unit kernel adds its backend
+ * ("flash/tensor-core/nvidia-wgmma"; forward+backward rows: the backward's),
+ * since two of them share that kind on an H100. */
 static void row_impl_label(const bench_record *r, char *out, size_t size) {
     if (r->impl != FLASHCL_IMPL_FLASH)
         snprintf(out, size, "%s", bench_impl_name(r->impl));
+    else if (r->kernel == FLASHCL_KERNEL_TENSOR_CORE && strcmp(r->backend, "-") != 0)
+        snprintf(out, size, "%s/%s/%s", bench_impl_name(r->impl), flashcl_kernel_kind_name(r->kernel), r->backend);
     else
         snprintf(out, size, "%s/%s", bench_impl_name(r->impl), flashcl_kernel_kind_name(r->kernel));
 }
@@ -56,7 +60,7 @@ static void print_row(FILE *out, const bench_record *r, const bench_record_list 
     }
     char impl[48];
     row_impl_label(r, impl, sizeof impl);
-    fprintf(out, "%6d %5d  %-26s %10s %8s %8s %10s %12s %8s %10s  %s%s\n", r->seqlen, r->batch,
+    fprintf(out, "%6d %5d  %-34s %10s %8s %8s %10s %12s %8s %10s  %s%s\n", r->seqlen, r->batch,
             impl, ms, tflops, speedup, extra, traffic, bandwidth, error, r->status,
             r->check_failed ? " (check FAILED)" : "");
 }
@@ -103,7 +107,7 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
         if (o->dropout > 0.0 || o->block_density < 1.0)
             fprintf(out, "dropout %g, block density %g (block size %d; TFLOP/s counts the dense FLOPs)\n",
                     o->dropout, o->block_density, o->block_size);
-        fprintf(out, "%6s %5s  %-26s %10s %8s %8s %10s %12s %8s %10s  %s\n", "N", "B", "impl/kernel", "ms", "TFLOP/s",
+        fprintf(out, "%6s %5s  %-34s %10s %8s %8s %10s %12s %8s %10s  %s\n", "N", "B", "impl/kernel", "ms", "TFLOP/s",
                 "speedup", "extra mem", "pred. bytes", "GB/s", "max|diff|", "status");
         for (size_t i = 0; i < records->count; ++i)
             if (records->items[i].direction == (bench_direction)direction) print_row(out, &records->items[i], records);
@@ -112,8 +116,9 @@ void bench_print_table(FILE *out, const bench_options *o, const bench_record_lis
     fprintf(out, "\nspeedup = standard time / flash time; extra mem = device memory beyond the inputs and outputs;\n"
                  "pred. bytes = global-memory traffic of the IO model, GB/s = pred. bytes / time;\n"
                  "max|diff| = max abs difference between flash and standard outputs on the same inputs.\n");
-    fprintf(out, "impl/kernel: flash rows name the kernel that ran: portable, tensor-core (matrix units;\n"
-                 "forward+backward rows: the backward's), tensor-core-emulated (emulated: slow, for tests).\n");
+    fprintf(out, "impl/kernel: flash rows name the kernel that ran: portable, tensor-core/BACKEND (matrix units:\n"
+                 "nvidia-mma-sync, nvidia-wgmma; forward+backward rows: the backward's, the forward's in the\n"
+                 "records' forward_backend), tensor-core-emulated (emulated: slow, for tests).\n");
     if (o->varlen)
         fprintf(out, "varlen: speedup = padded ms / varlen ms; GFLOP needed = the FLOP formula summed over the\n"
                      "real lengths, TFLOP/s = GFLOP needed / varlen ms; the packed calls get host copies of the\n"
