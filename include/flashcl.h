@@ -720,6 +720,24 @@ typedef enum flashcl_tensor_cores {
 /* Selects when the forward and backward passes use matrix units on ctx (default AUTO). */
 FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx, flashcl_tensor_cores mode);
 
+/* The Hopper forward: on an NVIDIA GPU of compute capability 9.0 (H100, H200), with tensor cores AUTO, a forward
+ * in f16/bf16 storage with head_dim 64 or 128, no feature but causal, rows 16-byte aligned and no forced plan may
+ * run on warpgroup MMA (wgmma, backend "nvidia-wgmma" in flashcl_call_stats) instead of mma.sync. Its program
+ * takes a second compile step (the driver's PTX rewritten for sm_90a); where that fails the call runs mma.sync,
+ * the reason in flashcl_last_error and flashcl_last_build_log. No effect on other devices. */
+typedef enum flashcl_wgmma_mode {
+    /* Default: where it was measured faster than mma.sync (head_dim 64, causal or not; 128 without causal). */
+    FLASHCL_WGMMA_MODE_AUTO = 0,
+    /* Never: the mma.sync kernel. */
+    FLASHCL_WGMMA_MODE_OFF = 1,
+    /* Wherever it applies (head_dim 128 causal too): for comparisons. */
+    FLASHCL_WGMMA_MODE_ON = 2
+} flashcl_wgmma_mode;
+
+/* Selects when forwards on ctx run the Hopper forward. A context starts in AUTO, or in OFF / ON when the
+ * environment variable FLASHCL_WGMMA is "0" / "1" as it is made. */
+FLASHCL_API flashcl_status flashcl_context_set_wgmma(flashcl_context *ctx, flashcl_wgmma_mode mode);
+
 /* 1 if ctx's device has matrix instructions that FLASHCL_TENSOR_CORES_AUTO uses. */
 FLASHCL_API int flashcl_context_has_tensor_cores(const flashcl_context *ctx);
 

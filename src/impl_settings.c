@@ -5,6 +5,7 @@
 #include "internal.h"
 #include "mma_backends.h"
 #include "struct_abi.h"
+#include "wgmma_plan.h"
 
 flashcl_status flashcl_context_set_impl(flashcl_context *ctx, flashcl_impl impl) {
     if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_impl: ctx is NULL");
@@ -23,6 +24,17 @@ flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx, flashcl_te
         return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown tensor-core mode %d", (int)mode);
     ctx->tensor_cores = mode;
     return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_context_set_wgmma(flashcl_context *ctx, flashcl_wgmma_mode mode) {
+    if (!ctx) return flashcl_fail(NULL, FLASHCL_ERROR_INVALID_ARGUMENT, "flashcl_context_set_wgmma: ctx is NULL");
+    flashcl_clear_error(ctx);
+    switch (mode) {
+    case FLASHCL_WGMMA_MODE_AUTO: ctx->wgmma = FLASHCL_WGMMA_AUTO; return FLASHCL_SUCCESS;
+    case FLASHCL_WGMMA_MODE_OFF: ctx->wgmma = FLASHCL_WGMMA_OFF; return FLASHCL_SUCCESS;
+    case FLASHCL_WGMMA_MODE_ON: ctx->wgmma = FLASHCL_WGMMA_ON; return FLASHCL_SUCCESS;
+    }
+    return flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT, "unknown wgmma mode %d", (int)mode);
 }
 
 int flashcl_context_has_tensor_cores(const flashcl_context *ctx) {

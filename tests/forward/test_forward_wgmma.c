@@ -172,6 +172,39 @@ START_TEST(test_repeatable) {
 }
 END_TEST
 
+/* flashcl_context_set_wgmma: AUTO runs the wgmma kernel at head_dim 64 and at 128 without causal, OFF never, ON
+ * at 128 causal too (on an sm_90 device; elsewhere never, and every call right); an unknown mode or a NULL context
+ * is refused and leaves the mode as it was. */
+START_TEST(test_mode_setter) {
+    ck_assert_int_eq(flashcl_context_set_wgmma(NULL, FLASHCL_WGMMA_MODE_ON), FLASHCL_ERROR_INVALID_ARGUMENT);
+    flashcl_context *ctx = wgmma_context("0");
+    const int sm90 = is_sm90(ctx);
+    const ts_case cases[] = {{1, 2, 2, 70, 90, 64, 0, 0, 1}, {1, 2, 2, 70, 90, 128, 1, 0, 1}};
+    const flashcl_wgmma_mode modes[] = {FLASHCL_WGMMA_MODE_AUTO, FLASHCL_WGMMA_MODE_OFF, FLASHCL_WGMMA_MODE_ON};
+    const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
+    for (int m = 0; m < 3; ++m) {
+        ck_assert_int_eq(flashcl_context_set_wgmma(ctx, modes[m]), FLASHCL_SUCCESS);
+        /* Refused, and the mode just set stays. */
+        ck_assert_int_eq(flashcl_context_set_wgmma(ctx, (flashcl_wgmma_mode)7), FLASHCL_ERROR_INVALID_ARGUMENT);
+        ck_assert_ptr_nonnull(strstr(flashcl_last_error(ctx), "wgmma mode"));
+        for (int i = 0; i < 2; ++i) {
+            const int d128_causal = cases[i].head_dim == 128 && cases[i].causal;
+            const int expected = sm90 && (modes[m] == FLASHCL_WGMMA_MODE_ON ||
+                                          (modes[m] == FLASHCL_WGMMA_MODE_AUTO && !d128_causal));
+            const flashcl_attention_desc d = ts_case_desc(&cases[i], FLASHCL_DTYPE_F16);
+            ts_problem p;
+            ts_problem_init(&p, &d, 22500u + (uint64_t)(2 * m + i), 1.0f);
+            char name[64];
+            snprintf(name, sizeof name, "mode %d", (int)modes[m]);
+            run_checked(ctx, &p, &bhsd, name, expected);
+            if (sm90 && !expected) ck_assert_str_eq(ts_last_stats(ctx).backend, "nvidia-mma-sync");
+            ts_problem_free(&p);
+        }
+    }
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 static Suite *wgmma_suite(void) {
     Suite *s = suite_create("forward_wgmma");
     TCase *tc = tcase_create("wgmma");
@@ -181,6 +214,7 @@ static Suite *wgmma_suite(void) {
     tcase_add_loop_test(tc, test_large_logits, 0, 2);
     tcase_add_loop_test(tc, test_not_taken, 0, 5);
     tcase_add_test(tc, test_repeatable);
+    tcase_add_test(tc, test_mode_setter);
     suite_add_tcase(s, tc);
     return s;
 }
