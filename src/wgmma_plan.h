@@ -20,8 +20,9 @@ enum { FLASHCL_WGMMA_OFF = 0, FLASHCL_WGMMA_ON = 1, FLASHCL_WGMMA_AUTO = 2 };
 const flashcl_mma_backend *flashcl_wgmma_backend(void);
 
 /* 1 if the wgmma forward runs this call on caps' device under mode (FLASHCL_WGMMA_*): an sm_90a device
- * (flashcl_sm90a_device_refusal), the forward pass, half or bfloat16 storage, head_dim 64 or 128, no feature but causal, every row start 16-byte aligned (views_alignment a multiple of 8), and its tiles within the
- * device's static local memory; then *tiles holds them (block_q the work-group's query rows, block_k the keys
+ * (flashcl_sm90a_device_refusal), the forward pass, half or bfloat16 storage, head_dim 64 or 128, no feature but
+ * causal, every row start 16-byte aligned (views_alignment a multiple of 8), and its tiles within the device's
+ * static local memory; then *tiles holds them (block_q the work-group's query rows, block_k the keys
  * per step, threads_q the warps (4 per warpgroup, 16 query rows each), threads_k 32). */
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
                           const flashcl_attention_desc *desc, const flashcl_features *features, int views_alignment,
