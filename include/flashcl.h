@@ -726,11 +726,11 @@ FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx
  * takes a second compile step (the driver's PTX rewritten for sm_90a); where that fails the call runs mma.sync,
  * the reason in flashcl_last_error and flashcl_last_build_log. No effect on other devices. */
 typedef enum flashcl_wgmma_mode {
-    /* Default: where it was measured faster than mma.sync (head_dim 64, causal or not; 128 without causal). */
+    /* Default: where it was measured faster than mma.sync (head_dim 64 and 128, causal or not). */
     FLASHCL_WGMMA_MODE_AUTO = 0,
     /* Never: the mma.sync kernel. */
     FLASHCL_WGMMA_MODE_OFF = 1,
-    /* Wherever it applies (head_dim 128 causal too): for comparisons. */
+    /* Wherever it applies (today the same calls as AUTO): for comparisons. */
     FLASHCL_WGMMA_MODE_ON = 2
 } flashcl_wgmma_mode;
 

@@ -64,8 +64,10 @@ static void keep_build_log(flashcl_context *ctx, cl_program program) {
 }
 
 /* The options a program is built with: the kernel's own, then FLASHCL_BUILD_OPTIONS, which appends compiler
- * flags (tuning experiments such as -cl-nv-maxrregcount=N) without a rebuild of the library. The in-memory
- * key stays the kernel's own options (the variable is read once per build); the disk key is these. */
+ * flags (tuning experiments such as -D switches) without a rebuild of the library. NVIDIA's driver 580 accepts
+ * -cl-nv-maxrregcount=N without changing ptxas's register counts, and refuses -cl-nv-maxrregcount N (docs/perf.md,
+ * "-cl-nv-maxrregcount 128 for the d64 wgmma forward"). The in-memory key stays the kernel's own options (the
+ * variable is read once per build); the disk key is these. */
 static char *full_build_options(const char *options) {
     const char *extra = getenv("FLASHCL_BUILD_OPTIONS");
     const int has_extra = extra && *extra;

@@ -30,8 +30,6 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (mode == FLASHCL_WGMMA_OFF || !has_sm90a(caps) || pass != FLASHCL_PASS_FORWARD) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
-    /* By default only where measured faster than mma.sync (wgmma_plan.h): head_dim 128's causal form is not. */
-    if (mode == FLASHCL_WGMMA_AUTO && desc->head_dim == 128 && desc->causal) return 0;
     if (flashcl_features_any(features)) return 0;
     if (views_alignment % 8 != 0) return 0;
     /* Two warpgroups of 64 query rows share each K/V block (FlashAttention-3's consumer count); keys per step:

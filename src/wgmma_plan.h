@@ -10,8 +10,8 @@
 /* When a context runs the Hopper forward (flashcl_settings.wgmma; context.c reads FLASHCL_WGMMA): never (0, also
  * what a zeroed settings struct says), wherever it applies (1, FLASHCL_WGMMA=1: tests and A/B timing), or where
  * it applies and was measured faster than the mma.sync kernel (2, the default: head_dim 64, causal or not, on the
- * one-block-at-a-time kernel; head_dim 128 not causal on the pipelined one (WG_PIPELINE), 1.08-1.14x on the H100,
- * its causal form not timed; docs/perf.md "wgmma forward (issue 22)"). */
+ * one-block-at-a-time kernel; head_dim 128, causal or not, on the pipelined one (WG_PIPELINE); docs/perf.md "wgmma
+ * forward (issue 22)" has the H100's times). */
 enum { FLASHCL_WGMMA_OFF = 0, FLASHCL_WGMMA_ON = 1, FLASHCL_WGMMA_AUTO = 2 };
 
 /* The backend row the wgmma forward reports (flashcl_call_stats.backend "nvidia-wgmma"); its kind is
@@ -20,9 +20,9 @@ enum { FLASHCL_WGMMA_OFF = 0, FLASHCL_WGMMA_ON = 1, FLASHCL_WGMMA_AUTO = 2 };
 const flashcl_mma_backend *flashcl_wgmma_backend(void);
 
 /* 1 if the wgmma forward runs this call on caps' device under mode (FLASHCL_WGMMA_*): an sm_90a device
- * (flashcl_sm90a_device_refusal), the forward pass, half or bfloat16 storage, head_dim 64 or 128 (AUTO: 128 only
- * without causal), no feature but causal, every row start 16-byte aligned (views_alignment a multiple of 8), and its tiles within the
- * device's static local memory; then *tiles holds them (block_q the work-group's query rows, block_k the keys
+ * (flashcl_sm90a_device_refusal), the forward pass, half or bfloat16 storage, head_dim 64 or 128, no feature but
+ * causal, every row start 16-byte aligned (views_alignment a multiple of 8), and its tiles within the device's
+ * static local memory; then *tiles holds them (block_q the work-group's query rows, block_k the keys
  * per step, threads_q the warps (4 per warpgroup, 16 query rows each), threads_k 32). */
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
                           const flashcl_attention_desc *desc, const flashcl_features *features, int views_alignment,

@@ -608,8 +608,8 @@ START_TEST(decode_mma_decisions) {
 END_TEST
 
 /* The Hopper forward (src/wgmma_plan.c): on an sm_90 device with its static local memory, in the default mode
- * for f16/bf16 forwards at head_dim 64 (causal or not) and 128 (not causal, pipelined), forced (FLASHCL_WGMMA_ON)
- * at 128 causal too, never for what it does not take; its program, kernel, options and grid; off, and on other
+ * for f16/bf16 forwards at head_dim 64 and 128 (pipelined), causal or not, forced (FLASHCL_WGMMA_ON) alike, never for
+ * what it does not take; its program, kernel, options and grid; off, and on other
  * devices, the mma.sync plan. */
 START_TEST(wgmma_decisions) {
     flashcl_device_caps caps = h100();
@@ -646,23 +646,23 @@ START_TEST(wgmma_decisions) {
         flashcl_exec_plan_report(&plan, &stats);
         ck_assert_str_eq(stats.backend, "nvidia-wgmma");
     }
-    /* head_dim 128: the pipelined kernel by default without causal (measured faster there); causal keeps mma.sync
-     * (not timed) unless forced. */
+    /* head_dim 128: the pipelined kernel by default, causal or not (both measured faster than mma.sync). */
     const flashcl_attention_desc d128 = problem_desc(1000, 128, FLASHCL_DTYPE_F16, 0);
     const flashcl_features f128 = dense(&d128);
     const flashcl_exec_plan plan128 = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d128, &f128, 8);
     ck_assert_str_eq(plan128.backend->name, "nvidia-wgmma");
     ck_assert_str_eq(plan128.options,
                      "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1");
-    const flashcl_attention_desc c128 = problem_desc(1000, 128, FLASHCL_DTYPE_F16, 1);
+    const flashcl_attention_desc c128 = problem_desc(1000, 128, FLASHCL_DTYPE_BF16, 1);
     const flashcl_features fc128 = dense(&c128);
-    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &c128, &fc128, 8).backend->name,
-                     "nvidia-mma-sync");
+    const flashcl_exec_plan causal128 = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &c128, &fc128, 8);
+    ck_assert_str_eq(causal128.backend->name, "nvidia-wgmma");
+    ck_assert_str_eq(causal128.options,
+                     "-DFLASHCL_DTYPE=2 -DHEAD_DIM=128 -DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1");
     s.wgmma = FLASHCL_WGMMA_ON;
     flashcl_exec_plan forced = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &c128, &fc128, 8);
     ck_assert_str_eq(forced.backend->name, "nvidia-wgmma");
-    ck_assert_str_eq(forced.options,
-                     "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1");
+    ck_assert_str_eq(forced.options, causal128.options);
     /* What it does not take, even forced: the backward, float, head_dim 96, rows not 16-byte aligned, a feature,
      * a forced plan, the tensor-core mode off or emulated, the standard implementation. */
     const flashcl_attention_desc d64 = problem_desc(1000, 64, FLASHCL_DTYPE_F16, 1);
