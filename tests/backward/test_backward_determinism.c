@@ -76,6 +76,9 @@ static const forced_set forced_sets[] = {
 };
 
 START_TEST(test_forced_plans_agree_bitwise) {
+    /* The two sets that fit everywhere alternate between rusticl and POCL (ts_split_takes); the static-local ones
+     * run wherever they fit (POCL). */
+    if (_i < 2 && !ts_split_takes(_i, 0, 2)) return;
     const forced_set *set = &forced_sets[_i];
     const bwd_case *c = &set->c;
     const size_t n = ts_case_q_count(&c->shape) + 2 * ts_case_kv_count(&c->shape);
@@ -146,6 +149,7 @@ static Suite *backward_determinism_suite(void) {
 }
 
 int main(void) {
+    ts_sweep_announce("backward_determinism");
     SRunner *runner = srunner_create(backward_determinism_suite());
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);

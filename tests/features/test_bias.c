@@ -404,8 +404,8 @@ END_TEST
  * +-1e4 values, its rows 16-byte aligned (offset 8, rows padded to 80) so the tile is staged in local memory, the
  * last key (77 is not a whole chunk) read from global memory; and a (B, 1) f16 bias alone in unaligned rows (77),
  * read pair by pair. (A per-head bias's rows cannot all be aligned with this test's placements; the bias's base
- * per (batch, head) is the unstaged path's.) Each is an emulated build of its own (slow on rusticl): where sweeps run diagonally (rusticl)
- * the first alone. */
+ * per (batch, head) is the unstaged path's.) Each is an emulated build of its own (slow on
+ * rusticl), split between the two CPU implementations (ts_split_takes): the first on rusticl, the second on POCL. */
 START_TEST(tensor_core_forward) {
     fh_case c = fh_case_make("45x77 d64 f16 causal gqa 4/2 bias, tensor cores", 2, 4, 2, 45, 77, 64, 1);
     c.desc.dtype = FLASHCL_DTYPE_F16;
@@ -416,7 +416,7 @@ START_TEST(tensor_core_forward) {
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
     const int sk = 77;
     for (int variant = 0; variant < 2; ++variant) {
-        if (!ts_sweep_takes_variant(0, variant, 2)) continue;
+        if (!ts_split_takes(0, variant, 2)) continue;
         static const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
         flashcl_attention_extras ex = no_extras();
         flashcl_reference_extras mods = {.softcap = 0.0};
@@ -475,8 +475,8 @@ static void assert_ran_decode(flashcl_context *ctx, const char *label, const cha
  *      scattered -inf pairs and +-1e4, split into 3 key chunks; then a NaN pair (its row NaN, no other) and a bias
  *      of -inf everywhere (every row empty) through the same build;
  *   B: 1 position, a (1, 1) half bias (every row reads the one plane), unsplit.
- * Where sweeps run diagonally (rusticl) each kernel runs one of them: A on the matrix-unit kernel, whose lanes hold
- * two rows each (the trickier row mapping), B on the portable one. */
+ * Split between the two CPU implementations (ts_split_takes): rusticl runs A on the matrix-unit kernel, whose lanes
+ * hold two rows each (the trickier row mapping), and B on the portable one; POCL the other two pairs. */
 static void decode_cases(int mma) {
     const char *program = mma ? "decode_mma.cl" : "decode.cl";
     flashcl_context *ctx = ts_context();
@@ -484,7 +484,7 @@ static void decode_cases(int mma) {
         flashcl_context_set_tensor_cores(ctx, mma ? FLASHCL_TENSOR_CORES_EMULATE : FLASHCL_TENSOR_CORES_OFF),
         FLASHCL_SUCCESS);
     enum { SK = 300 };
-    if (ts_sweep_takes_variant(mma + 1, 0, 2)) {
+    if (ts_split_takes(mma + 1, 0, 2)) {
         fh_case c = fh_case_make(mma ? "4x300 d64 f16 causal gqa 8/2 bias + softcap + alibi, decode_mma.cl, 3 chunks"
                                      : "4x300 d64 f16 causal gqa 8/2 bias + softcap + alibi, decode.cl, 3 chunks",
                                  2, 8, 2, 4, SK, 64, 1);
@@ -545,7 +545,7 @@ static void decode_cases(int mma) {
         free(bias);
         fh_inputs_free(&in);
     }
-    if (ts_sweep_takes_variant(mma + 1, 1, 2)) {
+    if (ts_split_takes(mma + 1, 1, 2)) {
         fh_case c = fh_case_make(mma ? "1x300 d64 f16 gqa 8/2 half bias (1, 1), decode_mma.cl, unsplit"
                                      : "1x300 d64 f16 gqa 8/2 half bias (1, 1), decode.cl, unsplit",
                                  2, 8, 2, 1, SK, 64, 0);
@@ -627,8 +627,8 @@ static void biased_backward(flashcl_context *ctx, const fh_case *c, const fh_inp
  * each fail this test); each with a row hidden whole by -inf and scattered -inf
  * pairs. O and LSE under the forward's rule, dQ, dK, dV and dBias under the 16-bit backward rule against the double
  * reference, dQ and dBias exactly 0 on empty rows and dBias on every hidden pair, and a second run bit for bit the
- * same. Three emulated builds (unstaged, staged float32, staged half): where sweeps run diagonally (rusticl) the
- * two float32 cases. */
+ * same. Three emulated builds (unstaged, staged float32, staged half), split between the two CPU implementations
+ * (ts_split_takes): the two float32 cases on rusticl, the two half ones on POCL. */
 START_TEST(tensor_core_backward) {
     fh_case c = fh_case_make("100x78 d32 f16 causal gqa 4/2 softcap 2 + alibi + bias, tensor-core backward", 2, 4, 2,
                              100, 78, 32, 1);
@@ -655,7 +655,7 @@ START_TEST(tensor_core_backward) {
     for (int v = 0; v < 4; ++v) {
         const int bb = variants[v].bb, bh = variants[v].bh;
         const flashcl_dtype bias_dtype = variants[v].dtype;
-        if (!ts_sweep_takes_variant(0, bias_dtype == FLASHCL_DTYPE_F32 ? 0 : 1, 2)) continue;
+        if (!ts_split_takes(0, bias_dtype == FLASHCL_DTYPE_F32 ? 0 : 1, 2)) continue;
         const size_t n = (size_t)bb * (size_t)bh * plane(&c);
         char label[160];
         snprintf(label, sizeof label, "%s, %s bias (%d, %d)", c.name,

@@ -359,9 +359,9 @@ START_TEST(tensor_core_kernels) {
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
     ck_assert_int_eq(flashcl_context_set_f32_precision(ctx, FLASHCL_F32_3XTF32), FLASHCL_SUCCESS);
     for (int f32 = 0; f32 <= 1; ++f32) {
-        /* Each is a cold build of the emulated kernels (tens of seconds on rusticl): where sweeps run diagonally
-         * (rusticl) the f16 forward alone. */
-        if (!ts_sweep_takes_variant(0, f32, 2)) continue;
+        /* Each is a cold build of the emulated kernels (tens of seconds on rusticl), split between the two CPU
+         * implementations (ts_split_takes): the f16 forward on rusticl, the 3xTF32 forward and backward on POCL. */
+        if (!ts_split_takes(0, f32, 2)) continue;
         fh_case c = fh_case_make(f32 ? "mma f32 3xtf32 45x77 d64 causal gqa 4/2 softcap 5 + alibi"
                                   : "mma f16 45x77 d64 causal gqa 4/2 softcap 5 + alibi",
                               1, 4, 2, 45, 77, 64, 1);

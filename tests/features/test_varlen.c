@@ -31,6 +31,7 @@ static float *read_back(flashcl_context *ctx, cl_mem m, size_t count) {
 }
 
 START_TEST(test_varlen_matches_sequences_alone) {
+    if (!ts_split_takes(_i, 0, 2)) return; /* even cases on rusticl, odd ones on POCL (ts_split_takes) */
     const fh_varlen_case *v = &cases[_i];
     const int n = v->batch, H = v->heads_q, Hk = v->heads_kv, D = v->head_dim;
     int cu_q[FH_MAX_SEQS + 1], cu_k[FH_MAX_SEQS + 1];
@@ -258,6 +259,7 @@ static Suite *varlen_suite(void) {
 }
 
 int main(void) {
+    ts_sweep_announce("varlen");
     SRunner *runner = srunner_create(varlen_suite());
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);

@@ -89,8 +89,8 @@ static const int forced_splits[] = {1, 0, 3};
 #define SPLIT_COUNT ((int)(sizeof forced_splits / sizeof forced_splits[0]))
 
 /* Every case x split count (0: automatic) against the reference; f16 at head dim 64, bf16 at 128, so the suite
- * builds two programs per split mode. Where sweeps run diagonally (rusticl: FLASHCL_TEST_SWEEP) case i runs with
- * split count i % 3 only; the cases still cover every split count there. */
+ * builds two programs per split mode. Split between the two CPU implementations (ts_split_takes): case i with split
+ * count i % 3 on rusticl, with the other two on POCL; the cases still cover every split count on each. */
 START_TEST(cases_match_reference) {
     const ts_case *c = &cases[_i];
     const flashcl_dtype dtype = c->head_dim == 128 ? FLASHCL_DTYPE_BF16 : FLASHCL_DTYPE_F16;
@@ -99,7 +99,7 @@ START_TEST(cases_match_reference) {
     ts_problem_init(&p, &d, 500u + (uint64_t)_i, c->amplitude);
     float *o = malloc(p.q_count * sizeof *o), *lse = malloc(p.lse_count * sizeof *lse);
     for (int s = 0; s < SPLIT_COUNT; ++s) {
-        if (!ts_sweep_takes_variant(_i, s, SPLIT_COUNT)) continue;
+        if (!ts_split_takes(_i, s, SPLIT_COUNT)) continue;
         flashcl_context *ctx = mma_context(forced_splits[s]);
         run(ctx, &p, 0, o, lse);
         const flashcl_call_stats after = ts_last_stats(ctx);

@@ -56,6 +56,7 @@ static int same_tiles(const flashcl_plan *a, const flashcl_plan *b) {
 }
 
 START_TEST(test_forced_plan_matches_reference) {
+    if (!ts_split_takes(_i, 0, 2)) return; /* even cases on rusticl, odd ones on POCL (ts_split_takes) */
     const forced *f = &plans[_i];
     const plan_problem *pp = &problems[f->problem];
     flashcl_context *ctx = ts_context();
@@ -171,6 +172,7 @@ static Suite *plans_suite(void) {
 }
 
 int main(void) {
+    ts_sweep_announce("forward_plans");
     SRunner *runner = srunner_create(plans_suite());
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);

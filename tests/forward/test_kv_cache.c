@@ -468,16 +468,18 @@ static const kv_case cases[] = {
 
 START_TEST(cases_match_reference) {
     const int splits[] = {0, 1, 3};
+    /* Case i with split count i % 3 on rusticl, with the other two on POCL (ts_split_takes). */
+    if (!ts_split_takes(_i / 3, _i % 3, 3)) return;
     run_case(&cases[_i / 3], splits[_i % 3], 1000u + (uint64_t)_i, FLASHCL_TENSOR_CORES_AUTO);
 }
 END_TEST
 
 /* The paged 16-bit cases on the matrix-unit decode kernel (emulated here), unsplit and in 3 chunks: pages out of
- * order and shared, Sq > 1 causal, the append. Each pair is a build of its own: where sweeps run diagonally
- * (rusticl) case 2 unsplit and case 3 split only. */
+ * order and shared, Sq > 1 causal, the append. Each pair is a build of its own, split between the two CPU
+ * implementations (ts_split_takes): case 2 unsplit and case 3 split on rusticl, the other two pairs on POCL. */
 START_TEST(matrix_unit_kernel) {
     const int splits[] = {1, 3};
-    if (!ts_sweep_takes_variant(_i / 2, _i % 2, 2)) return;
+    if (!ts_split_takes(_i / 2, _i % 2, 2)) return;
     run_case(&cases[2 + _i / 2], splits[_i % 2], 2000u + (uint64_t)_i, FLASHCL_TENSOR_CORES_EMULATE);
 }
 END_TEST
@@ -592,11 +594,11 @@ static const kv_case bias_cases[] = {
 /* The portable decode kernel (cl/decode.cl):
  *   0: contiguous, float32 data, a full (B, Hq) float32 bias at an offset with padded rows, then a (1, 1) one, unsplit;
  *   1: the same split along the keys (3 asked, 2 run: whole 128-key blocks; a build of its own: POCL only where
- *      sweeps run diagonally), a chunk empty for the short sequences;
+ *      sweeps are split, ts_split_takes), a chunk empty for the short sequences;
  *   2: paged with the append, half data, a full half bias (padded) and a (1, 1) one, soft-capping and ALiBi. */
 START_TEST(bias_portable_kernel) {
     if (_i < 2) {
-        if (!ts_sweep_takes_variant(0, _i, 2)) return;
+        if (!ts_split_takes(0, _i, 2)) return;
         const kv_bias full = {3, 4, FLASHCL_DTYPE_F32, 1, 0.0f, 0.0f, 1}, shared = {1, 1, FLASHCL_DTYPE_F32, 0, 0.0f, 0.0f, 0};
         const int splits = _i == 0 ? 1 : 3;
         run_case_with(&bias_cases[0], splits, 3000u + (uint64_t)_i, FLASHCL_TENSOR_CORES_OFF, &full);

@@ -59,6 +59,8 @@ static void run(flashcl_context *ctx, const ts_problem *p, float *o, float *lse)
 
 /* Every case x storage type x forced count against the reference, with the count that ran. */
 START_TEST(forced_counts_match_reference) {
+    /* Case i in type i % 3 on rusticl, in the other two on POCL (ts_split_takes). */
+    if (!ts_split_takes(_i / 3, _i % 3, 3)) return;
     const ts_case *c = &cases[_i / 3];
     const flashcl_dtype dtype = (flashcl_dtype)(_i % 3);
     const flashcl_attention_desc d = ts_case_desc(c, dtype);
@@ -225,6 +227,7 @@ static Suite *split_suite(void) {
 }
 
 int main(void) {
+    ts_sweep_announce("split_kv");
     SRunner *runner = srunner_create(split_suite());
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);

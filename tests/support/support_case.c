@@ -19,21 +19,41 @@ size_t ts_case_q_count(const ts_case *c) { return (size_t)c->batch * c->heads_q 
 size_t ts_case_kv_count(const ts_case *c) { return (size_t)c->batch * c->heads_kv * c->seqlen_k * c->head_dim; }
 size_t ts_case_lse_count(const ts_case *c) { return (size_t)c->batch * c->heads_q * c->seqlen_q; }
 
-static int sweep_is_diagonal(void) {
+/* FLASHCL_TEST_SWEEP: unset (every pair everywhere: a GPU, a single run), "diagonal" (rusticl) or "complement"
+ * (POCL, in the suites that run on both; the top-level CMakeLists.txt sets both). */
+enum { SWEEP_ALL, SWEEP_DIAGONAL, SWEEP_COMPLEMENT };
+
+static int sweep_mode(void) {
     const char *sweep = getenv("FLASHCL_TEST_SWEEP");
-    return sweep && strcmp(sweep, "diagonal") == 0;
+    if (!sweep) return SWEEP_ALL;
+    if (strcmp(sweep, "diagonal") == 0) return SWEEP_DIAGONAL;
+    if (strcmp(sweep, "complement") == 0) return SWEEP_COMPLEMENT;
+    return SWEEP_ALL;
 }
 
 int ts_sweep_takes_variant(int index, int variant, int variants) {
-    return !sweep_is_diagonal() || index % variants == variant;
+    return sweep_mode() != SWEEP_DIAGONAL || index % variants == variant;
 }
 
 int ts_sweep_takes(int index, flashcl_dtype dtype) { return ts_sweep_takes_variant(index, (int)dtype, 3); }
 
+int ts_split_takes(int index, int variant, int variants) {
+    switch (sweep_mode()) {
+    case SWEEP_DIAGONAL: return index % variants == variant;
+    case SWEEP_COMPLEMENT: return index % variants != variant;
+    default: return 1;
+    }
+}
+
 void ts_sweep_announce(const char *suite) {
-    if (sweep_is_diagonal())
+    if (sweep_mode() == SWEEP_DIAGONAL)
         printf("%s: FLASHCL_TEST_SWEEP=diagonal: each sweep case runs in one of its variants "
-               "(case i in storage type i %% 3, or variant i %% n of n), not in all; the full cross product runs on "
-               "the other devices\n",
+               "(case i in storage type i %% 3, or variant i %% n of n), not in all; the other pairs run on the "
+               "other implementation (docs/testing.md, \"Test time\")\n",
+               suite);
+    else if (sweep_mode() == SWEEP_COMPLEMENT)
+        printf("%s: FLASHCL_TEST_SWEEP=complement: the split sweeps run here the pairs that the diagonal "
+               "implementation does not (each pair once across the two); the other sweeps run whole "
+               "(docs/testing.md, \"Test time\")\n",
                suite);
 }

@@ -31,6 +31,15 @@ int ts_sweep_takes(int index, flashcl_dtype dtype);
  * case `index` in `variant` (0 .. variants - 1); under FLASHCL_TEST_SWEEP=diagonal only variant index % variants. */
 int ts_sweep_takes_variant(int index, int variant, int variants);
 
+/* For sweeps split between the two CPU implementations: pair (index, variant) of a sweep of cases x `variants`
+ * variants runs on exactly one of them. Under FLASHCL_TEST_SWEEP=diagonal (rusticl) the pairs with
+ * index % variants == variant, under FLASHCL_TEST_SWEEP=complement (POCL) the others, so the two together run
+ * every pair once, and where the variant follows the case (a sweep of cases x types) each implementation still
+ * meets every case and every variant; every pair where the variable is unset (a GPU). A list of cases that are
+ * each a build of their own splits as variants = 2, variant 0: even cases on rusticl, odd ones on POCL, so there
+ * each case runs on one implementation (docs/testing.md, "Test time"). */
+int ts_split_takes(int index, int variant, int variants);
+
 /* The line a suite prints once when FLASHCL_TEST_SWEEP=diagonal thins its sweeps, so that the cases it did not
  * run are said, not hidden; nothing otherwise. */
 void ts_sweep_announce(const char *suite);
