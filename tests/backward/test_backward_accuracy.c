@@ -41,9 +41,8 @@ START_TEST(test_shapes) {
 }
 END_TEST
 
-START_TEST(test_large_logits) {
-    if (ts_split_takes(_i, 0, 2)) bwd_run_and_check(&large_logit_cases[_i], NULL);
-}
+/* Numbers at their limits depend on each compiler's arithmetic: these run whole on both. */
+START_TEST(test_large_logits) { bwd_run_and_check(&large_logit_cases[_i], NULL); }
 END_TEST
 
 /* f16 and bf16 storage (float arithmetic): O is rounded to the storage type

@@ -239,6 +239,7 @@ END_TEST
 /* ALiBi's slopes and the explicit bias -slope * |i + Sk - Sq - j| they stand for (per head, rounded to float)
  * give the same O, LSE, dQ, dK and dV within rounding (the two add the same term to the same score). */
 START_TEST(alibi_equals_bias) {
+    if (!ts_split_takes(0, 0, 2)) return; /* a feature combination of its own: on rusticl (ts_split_takes) */
     const fh_case c = fh_case_make("37x53 d32 gqa 4/2 alibi vs bias", 2, 4, 2, 37, 53, 32, 0);
     static const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
     fh_inputs in;
@@ -291,6 +292,7 @@ END_TEST
 /* A per-head bias with soft-capping and ALiBi (max_bias) on a causal GQA problem with more queries than keys (the
  * top rows see no key: empty), forward split along the keys (3 chunks and the combine), backward with dBias. */
 START_TEST(softcap_alibi_causal_gqa) {
+    if (!ts_split_takes(0, 0, 2)) return; /* a feature combination of its own: on rusticl (ts_split_takes) */
     const fh_case c = fh_case_make("61x45 d32 causal gqa 6/2 bias + softcap 3 + alibi, split-KV", 2, 6, 2, 61, 45, 32, 1);
     fh_inputs in;
     fh_inputs_make(&c, 65, &in);
@@ -326,6 +328,7 @@ END_TEST
 /* A (B, 1) bias under a two-sided window (the dQ kernel skips key blocks on both sides: their dBias is written as
  * 0) and dropout, forward and backward. */
 START_TEST(window_dropout) {
+    if (!ts_split_takes(1, 0, 2)) return; /* a feature combination of its own: on POCL (ts_split_takes) */
     fh_case c = fh_case_make("50x90 d32 window 20,8 dropout 0.2 bias", 2, 2, 2, 50, 90, 32, 0);
     c.desc.sliding_window = 1;
     c.desc.window_left = 20;
@@ -347,6 +350,7 @@ END_TEST
 /* A per-head block mask (blocks of 16, two heads with 32 keys off in every row: the kernels skip their all-off
  * tiles, whose dBias is written as 0) with a full bias and causal, forward and backward. */
 START_TEST(block_mask) {
+    if (!ts_split_takes(0, 0, 2)) return; /* a feature combination of its own: on rusticl (ts_split_takes) */
     fh_case c = fh_case_make("64x96 d32 causal gqa 4/2 block mask 16 per head + bias", 2, 4, 2, 64, 96, 32, 1);
     enum { ROWS = 4, COLS = 6 };
     uint8_t blocks[4 * ROWS * COLS];
@@ -376,6 +380,7 @@ END_TEST
 /* Half storage: a half bias (1, Hq) forward and backward (dBias in half through the reduction), and a float32
  * bias beside half data (FLASHCL_BIAS_F32), forward. */
 START_TEST(half_storage) {
+    if (!ts_split_takes(1, 0, 2)) return; /* a feature combination of its own: on POCL (ts_split_takes) */
     fh_case c = fh_case_make("33x70 d32 f16 gqa 4/2 bias", 1, 4, 2, 33, 70, 32, 0);
     c.desc.dtype = FLASHCL_DTYPE_F16;
     fh_inputs in;
@@ -762,6 +767,7 @@ static void backward_bits(flashcl_context *ctx, const fh_case *c, const fh_input
  * by the dQ kernel, the skipped keys' zeros included) and a (B, 1) one (through the reduction). The default
  * plan's dBias is judged against the reference. */
 START_TEST(plans_agree) {
+    if (!ts_split_takes(1, 0, 2)) return; /* a feature combination of its own: on POCL (ts_split_takes) */
     fh_case c = fh_case_make("45x70 d32 causal gqa 4/2 window 16,-1 bias, three backward plans", 2, 4, 2, 45, 70, 32, 1);
     c.desc.sliding_window = 1;
     c.desc.window_left = 16;

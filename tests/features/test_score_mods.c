@@ -121,6 +121,7 @@ END_TEST
 /* ALiBi alone with a two-sided window: slopes from max_bias over 6 heads (both of llama.cpp's branches), then per
  * batch from a device buffer at an offset. */
 START_TEST(alibi_window_sources) {
+    if (!ts_split_takes(0, 0, 2)) return; /* a feature combination of its own: on rusticl (ts_split_takes) */
     fh_case c = fh_case_make("50x120 d40 gqa 6/3 window 30,10 alibi", 2, 6, 3, 50, 120, 40, 0);
     c.desc.sliding_window = 1;
     c.desc.window_left = 30;
@@ -178,6 +179,7 @@ static float *unpack(const float *x, int start, int len, int heads, int dim) {
  * causal: rows with no key), a shared block mask, dropout, soft-capping and per-sequence ALiBi slopes from a
  * device buffer; each sequence judged against the reference on its own lengths. */
 START_TEST(varlen_block_mask_dropout) {
+    if (!ts_split_takes(1, 0, 2)) return; /* a feature combination of its own: on POCL (ts_split_takes) */
     const fh_varlen_case v = {"varlen 3 seqs d40 gqa causal + block mask + dropout + softcap + alibi",
                               3, 4, 2, 40, 1, {37, 5, 60}, {50, 64, 45}, 0, -1, -1, 0.15f};
     const int H = v.heads_q, Hk = v.heads_kv, D = v.head_dim, bs = 16;
@@ -287,6 +289,7 @@ END_TEST
  * (both with 16 packed rows per work-group: one build), half storage, split along the keys in 3 chunks (the
  * unsplit decode kernel: kv_cache_rows). */
 START_TEST(decode_rows) {
+    if (!ts_split_takes(0, 0, 2)) return; /* a feature combination of its own: on rusticl (ts_split_takes) */
     flashcl_context *ctx = fh_portable_context();
     ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 3), FLASHCL_SUCCESS);
     float slopes[16];
@@ -398,6 +401,7 @@ END_TEST
 /* A contiguous KV cache (sequences of 40 and 17 cached rows, capacity 48) read by 4 causal query rows with
  * per-sequence slopes: each sequence's positions are its own (i + len - 4). */
 START_TEST(kv_cache_rows) {
+    if (!ts_split_takes(1, 0, 2)) return; /* a feature combination of its own: on POCL (ts_split_takes) */
     enum { B = 2, HQ = 16, HKV = 1, SQ = 4, D = 64, CAP = 48 };
     static const int32_t lens[B] = {40, 17};
     const flashcl_dtype f16 = FLASHCL_DTYPE_F16;

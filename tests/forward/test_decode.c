@@ -90,14 +90,15 @@ static const int forced_splits[] = {0, 1, 3, 64};
 /* Every case x split count (0: automatic) against the reference, the storage type rotating with the count so
  * that every case meets all three; the decode kernel ran (on llvmpipe a forced count too small for its loop
  * budget runs the tiled kernel: explain says so first). Each case x type is a build of its own, and so is each
- * case's unsplit and split program (plus the combine's). The split counts are split between the two CPU
- * implementations (ts_split_takes): on rusticl even cases run with the automatic count and 1, odd ones with the
- * forced splits 3 and 64, and case i in type i % 3 (ts_sweep_takes), so both paths still meet cases of every
- * type there; on POCL each case runs the other two counts, the type rotating with the count. */
+ * case's unsplit and split program (plus the combine's). The pairs are split between the two CPU implementations
+ * (ts_split_takes; a decode program is about 3 s of llvmpipe's time): rusticl runs cases 0, 4, 8, ... with the
+ * automatic count and 1, cases 2, 6, 10, ... with the forced splits 3 and 64, case i in type i % 3
+ * (ts_sweep_takes), so both paths still meet cases of every type there; POCL runs every other pair, the type
+ * rotating with the count. */
 START_TEST(cases_match_reference) {
     const ts_case *c = &cases[_i];
     for (int s = 0; s < SPLIT_COUNT; ++s) {
-        if (!ts_split_takes(_i, forced_splits[s] > 1, 2)) continue;
+        if (!ts_split_takes(_i, 2 * (forced_splits[s] > 1), 4)) continue;
         flashcl_dtype dtype = (flashcl_dtype)((s + _i) % 3);
         if (!ts_sweep_takes(_i, dtype)) dtype = (flashcl_dtype)(_i % 3);
         const flashcl_attention_desc d = ts_case_desc(c, dtype);
