@@ -29,7 +29,7 @@ static const struct {
     int warpgroups, block_n, pipelined;
 } defaults[2][2] = {
     {{2, 128, 0}, {2, 128, 0}}, /* head_dim 64 */
-    {{2, 64, 1}, {2, 64, 1}},   /* head_dim 128 */
+    {{3, 64, 1}, {3, 64, 1}},   /* head_dim 128 */
 };
 
 /* Local memory of the kernel's static arrays: the Q tile (64 rows per warpgroup) and two stages of K and V

@@ -622,7 +622,7 @@ START_TEST(wgmma_decisions) {
         int warpgroups, block_n, pipelined;
     } expected[2][2] = {
         {{2, 128, 0}, {2, 128, 0}},
-        {{2, 64, 1}, {2, 64, 1}},
+        {{3, 64, 1}, {3, 64, 1}},
     };
     for (int d = 0; d < 2; ++d)
         for (int causal = 0; causal < 2; ++causal) {
