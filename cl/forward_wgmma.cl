@@ -6,7 +6,8 @@
 //
 // Macros taken (host passes them with -D):
 //   HEAD_DIM    64 or 128
-//   BLOCK_N     keys per step of the inner loop: 64 or 128 (wgmma's n of S)
+//   BLOCK_N     keys per step of the inner loop: 32, 64, 96 or 128 (wgmma's
+//               n of S)
 //   WARPGROUPS  warpgroups (128 work-items each) per work-group; each owns
 //               64 query rows, so BLOCK_M = 64 * WARPGROUPS
 //   WG_PIPELINE 1: block j's S and block j - 1's O += P V in flight together
@@ -38,8 +39,8 @@
 #ifndef WG_PIPELINE
 #define WG_PIPELINE 0
 #endif
-#if (BLOCK_N != 64 && BLOCK_N != 128) || (HEAD_DIM != 64 && HEAD_DIM != 128)
-#error "BLOCK_N and HEAD_DIM must be 64 or 128"
+#if (BLOCK_N != 32 && BLOCK_N != 64 && BLOCK_N != 96 && BLOCK_N != 128) || (HEAD_DIM != 64 && HEAD_DIM != 128)
+#error "BLOCK_N must be 32, 64, 96 or 128 and HEAD_DIM 64 or 128"
 #endif
 #define BLOCK_M (64 * WARPGROUPS)
 #define WG_SIZE (128 * WARPGROUPS)

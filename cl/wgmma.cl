@@ -73,24 +73,32 @@ inline ulong wg_descriptor(uint address, uint leading, uint stride) {
 #define WGMMA_FENCE() asm volatile("// FLASHCL_SM90A wgmma.fence.sync.aligned;" ::: "memory")
 #define WGMMA_COMMIT() asm volatile("// FLASHCL_SM90A wgmma.commit_group.sync.aligned;" ::: "memory")
 
-// Accumulator operand lists: 32 floats (n = 64) or 64 (n = 128).
+// Accumulator operand lists: n / 2 floats (16 at n = 32, 32 at 64, 48 at 96, 64 at 128).
 #define WG_ACC8(x, i)                                                                                          \
     "+f"(x[(i)]), "+f"(x[(i) + 1]), "+f"(x[(i) + 2]), "+f"(x[(i) + 3]), "+f"(x[(i) + 4]), "+f"(x[(i) + 5]),    \
         "+f"(x[(i) + 6]), "+f"(x[(i) + 7])
-#define WG_ACC_64(x) WG_ACC8(x, 0), WG_ACC8(x, 8), WG_ACC8(x, 16), WG_ACC8(x, 24)
-#define WG_ACC_128(x) WG_ACC_64(x), WG_ACC8(x, 32), WG_ACC8(x, 40), WG_ACC8(x, 48), WG_ACC8(x, 56)
+#define WG_ACC_32(x) WG_ACC8(x, 0), WG_ACC8(x, 8)
+#define WG_ACC_64(x) WG_ACC_32(x), WG_ACC8(x, 16), WG_ACC8(x, 24)
+#define WG_ACC_96(x) WG_ACC_64(x), WG_ACC8(x, 32), WG_ACC8(x, 40)
+#define WG_ACC_128(x) WG_ACC_96(x), WG_ACC8(x, 48), WG_ACC8(x, 56)
+#define WG_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define WG_D48 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
 #define WG_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define WG_D64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
 // Waits until every committed wgmma of this work-item's warpgroup is done;
 // the accumulators are operands so that nothing reads them earlier.
+#define WGMMA_WAIT_32(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 0;" : WG_ACC_32(x)::"memory")
 #define WGMMA_WAIT_64(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 0;" : WG_ACC_64(x)::"memory")
+#define WGMMA_WAIT_96(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 0;" : WG_ACC_96(x)::"memory")
 #define WGMMA_WAIT_128(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 0;" : WG_ACC_128(x)::"memory")
 #define WGMMA_WAIT(N, x) WGMMA_WAIT_(N, x)
 #define WGMMA_WAIT_(N, x) WGMMA_WAIT_##N(x)
 // Waits until at most the last committed group is still running (S is done
 // while O += P V goes on): S's accumulators are its operands.
+#define WGMMA_WAIT1_32(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 1;" : WG_ACC_32(x)::"memory")
 #define WGMMA_WAIT1_64(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 1;" : WG_ACC_64(x)::"memory")
+#define WGMMA_WAIT1_96(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 1;" : WG_ACC_96(x)::"memory")
 #define WGMMA_WAIT1_128(x) asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 1;" : WG_ACC_128(x)::"memory")
 #define WGMMA_WAIT1(N, x) WGMMA_WAIT1_(N, x)
 #define WGMMA_WAIT1_(N, x) WGMMA_WAIT1_##N(x)
@@ -98,19 +106,33 @@ inline ulong wg_descriptor(uint address, uint leading, uint stride) {
 // by the matrix unit until its wait: they are operands of that wait too, so
 // that the compiler keeps them (and puts the next block's P elsewhere).
 #define WG_P4(p, i) "+r"(p[(i)][0]), "+r"(p[(i)][1]), "+r"(p[(i)][2]), "+r"(p[(i)][3])
-#define WG_P_64(p) WG_P4(p, 0), WG_P4(p, 1), WG_P4(p, 2), WG_P4(p, 3)
-#define WG_P_128(p) WG_P_64(p), WG_P4(p, 4), WG_P4(p, 5), WG_P4(p, 6), WG_P4(p, 7)
+#define WG_P_32(p) WG_P4(p, 0), WG_P4(p, 1)
+#define WG_P_64(p) WG_P_32(p), WG_P4(p, 2), WG_P4(p, 3)
+#define WG_P_96(p) WG_P_64(p), WG_P4(p, 4), WG_P4(p, 5)
+#define WG_P_128(p) WG_P_96(p), WG_P4(p, 6), WG_P4(p, 7)
 #define WGMMA_WAIT_PV(ND, x, NP, p) WGMMA_WAIT_PV_(ND, x, NP, p)
 #define WGMMA_WAIT_PV_(ND, x, NP, p)                                                                           \
     asm volatile("// FLASHCL_SM90A wgmma.wait_group.sync.aligned 0;" : WG_ACC_##ND(x), WG_P_##NP(p)::"memory")
 
 // d (64 x N, float) = A B + (scale_d ? d : 0), k = 16: A (64 x 16) and B
-// (16 x N) from local memory by descriptor, both K-major.
+// (16 x N, N = 32, 64, 96 or 128) from local memory by descriptor, both K-major.
+#define WGMMA_SS_32(d, a_desc, b_desc, scale_d)                                                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                \
+                 "// FLASHCL_SM90A wgmma.mma_async.sync.aligned.m64n32k16.f32." WG_TYPE "." WG_TYPE " " WG_D16  \
+                 ", %16, %17, p, 1, 1, 0, 0;\n}"                                                                \
+                 : WG_ACC_32(d)                                                                                \
+                 : "l"(a_desc), "l"(b_desc), "r"(scale_d))
 #define WGMMA_SS_64(d, a_desc, b_desc, scale_d)                                                                \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                \
                  "// FLASHCL_SM90A wgmma.mma_async.sync.aligned.m64n64k16.f32." WG_TYPE "." WG_TYPE " " WG_D32  \
                  ", %32, %33, p, 1, 1, 0, 0;\n}"                                                                \
                  : WG_ACC_64(d)                                                                                \
+                 : "l"(a_desc), "l"(b_desc), "r"(scale_d))
+#define WGMMA_SS_96(d, a_desc, b_desc, scale_d)                                                                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"                                                \
+                 "// FLASHCL_SM90A wgmma.mma_async.sync.aligned.m64n96k16.f32." WG_TYPE "." WG_TYPE " " WG_D48  \
+                 ", %48, %49, p, 1, 1, 0, 0;\n}"                                                                \
+                 : WG_ACC_96(d)                                                                                \
                  : "l"(a_desc), "l"(b_desc), "r"(scale_d))
 #define WGMMA_SS_128(d, a_desc, b_desc, scale_d)                                                               \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                \

@@ -18,6 +18,23 @@ const flashcl_mma_backend *flashcl_wgmma_backend(void) { return &wgmma; }
 
 const char *const flashcl_wgmma_prelude[5] = {"mma.cl", "mma_nvidia.cl", "mma_operands.cl", "wgmma.cl", NULL};
 
+/* The default tiles by head dim (64, 128) and mask (not causal, causal): warpgroups of 64 query rows sharing each
+ * K/V block, keys per step (S's registers, block_n / 2 floats per work-item, beside O's head_dim / 2 and P's
+ * block_n / 4), and whether the pipelined kernel runs (WG_PIPELINE: S of block j and O += P V of block j - 1 in
+ * flight together). docs/perf.md ("wgmma forward (issue 22)" and after) has the H100's times, f16, N 2048 / 8192:
+ * at d64 2 x 128 keys one block at a time 237-240 / 244-245 TFLOP/s (two work-groups, four warpgroups per SM);
+ * 2 x 64 one at a time 0.95 / 0.98x, pipelined 0.97-1.03x, 2 x 96 0.70-0.73x, 3 x 64 0.80 / 0.87x, 3 x 128 0.84-0.96x,
+ * 4 x 128 1.02-1.11x without causal but 0.96x causal at N 2048, one warpgroup 128-140 TFLOP/s. At d128 3 x 64
+ * pipelined 297 / 326 (causal 226 / 299): 1.32-1.35x (causal 1.21-1.31x) the 2 x 64 tiles, which hold one
+ * work-group of two warpgroups per SM (149 registers), where 3 x 64 fits three under the 168-register cap of 384
+ * work-items; 2 x 128 1.01-1.03x, 2 x 96 0.98-1.00x, and one block at a time 8-14% slower than pipelined. */
+static const struct {
+    int warpgroups, block_n, pipelined;
+} defaults[2][2] = {
+    {{2, 128, 0}, {2, 128, 0}}, /* head_dim 64 */
+    {{3, 64, 1}, {3, 64, 1}},   /* head_dim 128 */
+};
+
 /* Local memory of the kernel's static arrays: the Q tile (64 rows per warpgroup) and two stages of K and V
  * blocks, 16-bit values, plus up to 128 bytes for each of its three arrays' alignment. */
 static size_t local_bytes(int head_dim, int warpgroups, int block_n) {
@@ -32,15 +49,13 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
     if (flashcl_features_any(features)) return 0;
     if (views_alignment % 8 != 0) return 0;
-    /* Two warpgroups of 64 query rows share each K/V block (FlashAttention-3's consumer count); keys per step:
-     * S's registers (block_n / 2 floats per work-item) beside O's (head_dim / 2) and P's (block_n / 4). On the
-     * H100 at d64, N 2048 / 8192 (docs/perf.md): 2 x 128 keys 240 / 244 TFLOP/s, 2 x 64 228 / 238, 3 x 64
-     * 191 / 211, one warpgroup 128-140 with either block. */
-    int warpgroups = 2, block_n = desc->head_dim == 64 ? 128 : 64;
+    int warpgroups = defaults[desc->head_dim == 128][desc->causal != 0].warpgroups;
+    int block_n = defaults[desc->head_dim == 128][desc->causal != 0].block_n;
 #ifdef FLASHCL_MMA_EXPERIMENT
     const char *forced = getenv("FLASHCL_WGMMA_TILES");
     int fw, fn;
-    if (forced && sscanf(forced, "%d,%d", &fw, &fn) == 2 && fw >= 1 && fw <= 4 && (fn == 64 || fn == 128)) {
+    if (forced && sscanf(forced, "%d,%d", &fw, &fn) == 2 && fw >= 1 && fw <= 4 && fn >= 32 && fn <= 128 &&
+        fn % 32 == 0) {
         warpgroups = fw;
         block_n = fn;
     }
@@ -61,5 +76,5 @@ void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_pla
                            size_t size) {
     snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s",
              (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
-             desc->head_dim == 128 ? " -DWG_PIPELINE=1" : "");
+             defaults[desc->head_dim == 128][desc->causal != 0].pipelined ? " -DWG_PIPELINE=1" : "");
 }

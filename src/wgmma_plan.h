@@ -10,8 +10,8 @@
 /* When a context runs the Hopper forward (flashcl_settings.wgmma; context.c reads FLASHCL_WGMMA): never (0, also
  * what a zeroed settings struct says), wherever it applies (1, FLASHCL_WGMMA=1: tests and A/B timing), or where
  * it applies and was measured faster than the mma.sync kernel (2, the default: head_dim 64, causal or not, on the
- * one-block-at-a-time kernel; head_dim 128, causal or not, on the pipelined one (WG_PIPELINE); docs/perf.md "wgmma
- * forward (issue 22)" has the H100's times). */
+ * one-block-at-a-time kernel, 2 warpgroups x 128 keys; head_dim 128, causal or not, on the pipelined one
+ * (WG_PIPELINE), 3 warpgroups x 64 keys; docs/perf.md "wgmma forward (issue 22)" has the H100's times). */
 enum { FLASHCL_WGMMA_OFF = 0, FLASHCL_WGMMA_ON = 1, FLASHCL_WGMMA_AUTO = 2 };
 
 /* The backend row the wgmma forward reports (flashcl_call_stats.backend "nvidia-wgmma"); its kind is
@@ -30,7 +30,8 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
 
 /* The wgmma forward's -D options for tiles: at head_dim 128 the pipelined kernel (-DWG_PIPELINE=1, S of block j
  * and O += P V of block j - 1 in flight together), measured faster there; at 64 the kernel's default, one block at
- * a time (the pipelined one was 7-12% slower; FLASHCL_BUILD_OPTIONS=-DWG_PIPELINE=1 still selects it). */
+ * a time (the pipelined one was 7-12% slower with 128-key blocks, 0.97-1.03x with 64;
+ * FLASHCL_BUILD_OPTIONS=-DWG_PIPELINE=1 still selects it). */
 void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_plan *tiles, char *options,
                            size_t size);
 

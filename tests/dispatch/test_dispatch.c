@@ -608,57 +608,59 @@ START_TEST(decode_mma_decisions) {
 END_TEST
 
 /* The Hopper forward (src/wgmma_plan.c): on an sm_90 device with its static local memory, in the default mode
- * for f16/bf16 forwards at head_dim 64 and 128 (pipelined), causal or not, forced (FLASHCL_WGMMA_ON) alike, never for
- * what it does not take; its program, kernel, options and grid; off, and on other
- * devices, the mma.sync plan. */
+ * for f16/bf16 forwards at head_dim 64 and 128, causal or not, with the tiles measured fastest there, forced
+ * (FLASHCL_WGMMA_ON) alike, never for what it does not take; its program, kernel, options and grid; off, and on
+ * other devices, the mma.sync plan. */
 START_TEST(wgmma_decisions) {
     flashcl_device_caps caps = h100();
     caps.limits.static_local_mem_bytes = 231424;
     flashcl_settings s = defaults();
     s.wgmma = FLASHCL_WGMMA_AUTO;
-    for (int causal = 0; causal < 2; ++causal) {
-        const flashcl_dtype dtype = causal ? FLASHCL_DTYPE_BF16 : FLASHCL_DTYPE_F16;
-        const flashcl_attention_desc desc = problem_desc(1000, 64, dtype, causal);
-        const flashcl_features f = dense(&desc);
-        const flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
-        ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_TENSOR_CORE);
-        ck_assert_int_eq(plan.sm90a, 1);
-        ck_assert_str_eq(plan.backend->name, "nvidia-wgmma");
-        ck_assert_str_eq(plan.program, "forward_wgmma.cl");
-        ck_assert_str_eq(plan.kernel_names[0], "flashcl_forward_wgmma");
-        ck_assert_str_eq(plan.prelude[3], "wgmma.cl");
-        ck_assert_ptr_null(plan.prelude[4]);
-        char options[160];
-        snprintf(options, sizeof options,
-                 "-DFLASHCL_DTYPE=%d -DHEAD_DIM=64 -DBLOCK_N=128 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1", (int)dtype);
-        ck_assert_str_eq(plan.options, options);
-        /* 128 query rows per work-group of 256: ceil(1000 / 128) = 8 groups, B x Hq = 16. */
-        ck_assert_uint_eq(plan.global[0][0], 8 * 256);
-        ck_assert_uint_eq(plan.local[0][0], 256);
-        ck_assert_int_eq(plan.tiles.block_q, 128);
-        ck_assert_int_eq(plan.tiles.block_k, 128);
-        ck_assert_int_eq(plan.tiles.threads_q, 8);
-        ck_assert_int_eq(plan.tiles.threads_k, 32);
-        ck_assert_uint_eq(plan.tiles.work_group_size, 256);
-        ck_assert_uint_eq(plan.global[0][1], 16);
-        ck_assert_int_eq(plan.kv_splits, 1);
-        flashcl_call_stats stats;
-        flashcl_exec_plan_report(&plan, &stats);
-        ck_assert_str_eq(stats.backend, "nvidia-wgmma");
-    }
-    /* head_dim 128: the pipelined kernel by default, causal or not (both measured faster than mma.sync). */
-    const flashcl_attention_desc d128 = problem_desc(1000, 128, FLASHCL_DTYPE_F16, 0);
-    const flashcl_features f128 = dense(&d128);
-    const flashcl_exec_plan plan128 = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d128, &f128, 8);
-    ck_assert_str_eq(plan128.backend->name, "nvidia-wgmma");
-    ck_assert_str_eq(plan128.options,
-                     "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1");
+    /* Expected by head dim (64, 128) and mask (not causal, causal): warpgroups, keys per step, the pipelined
+     * kernel (-DWG_PIPELINE=1). */
+    static const struct {
+        int warpgroups, block_n, pipelined;
+    } expected[2][2] = {
+        {{2, 128, 0}, {2, 128, 0}},
+        {{3, 64, 1}, {3, 64, 1}},
+    };
+    for (int d = 0; d < 2; ++d)
+        for (int causal = 0; causal < 2; ++causal) {
+            const int head_dim = d ? 128 : 64, wg = expected[d][causal].warpgroups;
+            const flashcl_dtype dtype = causal ? FLASHCL_DTYPE_BF16 : FLASHCL_DTYPE_F16;
+            const flashcl_attention_desc desc = problem_desc(1000, head_dim, dtype, causal);
+            const flashcl_features f = dense(&desc);
+            const flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &f, 8);
+            ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_TENSOR_CORE);
+            ck_assert_int_eq(plan.sm90a, 1);
+            ck_assert_str_eq(plan.backend->name, "nvidia-wgmma");
+            ck_assert_str_eq(plan.program, "forward_wgmma.cl");
+            ck_assert_str_eq(plan.kernel_names[0], "flashcl_forward_wgmma");
+            ck_assert_str_eq(plan.prelude[3], "wgmma.cl");
+            ck_assert_ptr_null(plan.prelude[4]);
+            char options[160];
+            snprintf(options, sizeof options,
+                     "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s", (int)dtype,
+                     head_dim, expected[d][causal].block_n, wg,
+                     expected[d][causal].pipelined ? " -DWG_PIPELINE=1" : "");
+            ck_assert_str_eq(plan.options, options);
+            /* 64 query rows per warpgroup of 128 work-items: ceil(1000 / (64 wg)) groups, B x Hq = 16. */
+            ck_assert_uint_eq(plan.global[0][0], (size_t)((1000 + 64 * wg - 1) / (64 * wg)) * 128 * wg);
+            ck_assert_uint_eq(plan.local[0][0], 128 * wg);
+            ck_assert_int_eq(plan.tiles.block_q, 64 * wg);
+            ck_assert_int_eq(plan.tiles.block_k, expected[d][causal].block_n);
+            ck_assert_int_eq(plan.tiles.threads_q, 4 * wg);
+            ck_assert_int_eq(plan.tiles.threads_k, 32);
+            ck_assert_uint_eq(plan.tiles.work_group_size, 128 * wg);
+            ck_assert_uint_eq(plan.global[0][1], 16);
+            ck_assert_int_eq(plan.kv_splits, 1);
+            flashcl_call_stats stats;
+            flashcl_exec_plan_report(&plan, &stats);
+            ck_assert_str_eq(stats.backend, "nvidia-wgmma");
+        }
     const flashcl_attention_desc c128 = problem_desc(1000, 128, FLASHCL_DTYPE_BF16, 1);
     const flashcl_features fc128 = dense(&c128);
     const flashcl_exec_plan causal128 = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &c128, &fc128, 8);
-    ck_assert_str_eq(causal128.backend->name, "nvidia-wgmma");
-    ck_assert_str_eq(causal128.options,
-                     "-DFLASHCL_DTYPE=2 -DHEAD_DIM=128 -DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1");
     s.wgmma = FLASHCL_WGMMA_ON;
     flashcl_exec_plan forced = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &c128, &fc128, 8);
     ck_assert_str_eq(forced.backend->name, "nvidia-wgmma");
