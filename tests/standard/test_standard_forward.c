@@ -46,6 +46,9 @@ static void make_desc(const std_case *c, flashcl_attention_desc *desc) {
 
 START_TEST(test_matches_reference) {
     const std_case *c = &cases[_i];
+    /* Even cases on rusticl, odd ones on POCL (ts_split_takes: POCL specialises CLBlast's kernels for every local
+     * size, about 2 s a case there); the large-logit case, numbers at their limits, on both. */
+    if (c->scale == 0.0f && !ts_split_takes(_i, 0, 2)) return;
     flashcl_context *ctx = standard_context();
     flashcl_attention_desc desc;
     make_desc(c, &desc);
@@ -322,6 +325,7 @@ static Suite *standard_forward_suite(void) {
 }
 
 int main(void) {
+    ts_sweep_announce("standard_forward");
     SRunner *runner = srunner_create(standard_forward_suite());
     /* Cases here set environment variables: each runs in a child of its own, also where the tests' environment
      * turns Check's forking off (CK_FORK=no, top-level CMakeLists.txt), so none leaks into the next case. */
