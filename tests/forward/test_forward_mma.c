@@ -176,8 +176,8 @@ END_TEST
 /* Calls the kernel does not take run the portable kernel, still correct:
  * a head dim not a multiple of 16 or above 128, a row not 16-byte aligned
  * (half or float), a forced plan, every call with the mode off, and float
- * data at the default full fp32 precision. */
-/* Each fallback is a portable build of its own: even ones on rusticl, odd ones on POCL (ts_split_takes). */
+ * data at the default full fp32 precision. Each is a portable build of its own: even ones on rusticl, odd ones on
+ * POCL (ts_split_takes). */
 START_TEST(test_fallbacks) {
     if (!ts_split_takes(_i, 0, 2)) return;
     int expected;
