@@ -1101,7 +1101,7 @@ START_TEST(bad_input) {
     expect_refused(&x, &ex, BOTH, invalid, "bias.buffer is NULL");
 
     /* A buffer of another OpenCL context. */
-    flashcl_context *other = ts_context();
+    flashcl_context *other = ts_context_own();
     ts_tensor foreign;
     ts_tensor_create(&foreign, flashcl_context_cl_context(other), &contiguous, 2, 4, 8, 8, FLASHCL_DTYPE_F32, NULL);
     ex = good_extras(&x);

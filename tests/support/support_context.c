@@ -2,8 +2,59 @@
 #include "support_context.h"
 
 #include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every context a suite asks for wraps one queue (and so one cl_context) that the process keeps until exit.
+ * Each flashcl context is still a context of its own (its programs, settings, statistics and errors), made by
+ * flashcl_context_create_from_queue, the call an embedding application makes. Why one cl_context: POCL gives each
+ * cl_context an LLVM context of its own and loads its kernel library into it again (about 0.4 s), so a suite that
+ * made a fresh cl_context per case paid that per case, 5-12 s of a cold POCL suite (docs/perf.md, "Test time").
+ * The anchor is made by flashcl_context_create on the device FLASHCL_DEVICE names; a suite that changes
+ * FLASHCL_DEVICE between calls gets a fresh anchor for the new name. */
+static pthread_mutex_t anchor_lock = PTHREAD_MUTEX_INITIALIZER;
+static flashcl_context *anchor;
+static char *anchor_device; /* FLASHCL_DEVICE when the anchor was made; NULL: unset */
+static int release_registered;
+
+static void release_anchor(void) {
+    flashcl_context_free(anchor);
+    anchor = NULL;
+    free(anchor_device);
+    anchor_device = NULL;
+}
+
+static int same_device_name(const char *a, const char *b) { return (!a && !b) || (a && b && strcmp(a, b) == 0); }
+
+/* The process's shared queue for the device FLASHCL_DEVICE names now; NULL with *status set on failure. */
+static cl_command_queue shared_queue(flashcl_status *status) {
+    const char *device = getenv("FLASHCL_DEVICE");
+    pthread_mutex_lock(&anchor_lock);
+    if (anchor && !same_device_name(device, anchor_device)) release_anchor();
+    *status = FLASHCL_SUCCESS;
+    if (!anchor) {
+        *status = flashcl_context_create(&anchor, NULL);
+        if (*status == FLASHCL_SUCCESS && device) anchor_device = strdup(device);
+        if (*status == FLASHCL_SUCCESS && !release_registered) release_registered = atexit(release_anchor) == 0;
+    }
+    cl_command_queue queue = anchor ? flashcl_context_queue(anchor) : NULL;
+    pthread_mutex_unlock(&anchor_lock);
+    return queue;
+}
 
 flashcl_context *ts_context(void) {
+    flashcl_status status;
+    cl_command_queue queue = shared_queue(&status);
+    ck_assert_msg(status == FLASHCL_SUCCESS && queue, "flashcl_context_create: %s: %s",
+                  flashcl_status_string(status), flashcl_last_error(NULL));
+    flashcl_context *ctx = NULL;
+    status = flashcl_context_create_from_queue(&ctx, queue, NULL);
+    ck_assert_msg(status == FLASHCL_SUCCESS && ctx, "flashcl_context_create_from_queue: %s: %s",
+                  flashcl_status_string(status), flashcl_last_error(NULL));
+    return ctx;
+}
+flashcl_context *ts_context_own(void) {
     flashcl_context *ctx = NULL;
     flashcl_status status = flashcl_context_create(&ctx, NULL);
     ck_assert_msg(status == FLASHCL_SUCCESS && ctx, "flashcl_context_create: %s: %s", flashcl_status_string(status),

@@ -13,8 +13,14 @@
 
 /* A context on the device FLASHCL_DEVICE names (CTest sets it per
  * implementation); fails the test with the library's message if none can be
- * created. */
+ * created. Every context of a process wraps one shared queue (created once by
+ * flashcl_context_create, released at exit): free each with
+ * flashcl_context_free as usual; the queue is not the test's to release. */
 flashcl_context *ts_context(void);
+
+/* A context on a cl_context and queue of its own (flashcl_context_create), for a test that needs a second OpenCL
+ * context beside ts_context's. */
+flashcl_context *ts_context_own(void);
 
 /* What ctx would run for a forward or backward of desc without extras (flashcl_explain_call), and what its
  * last call ran (flashcl_last_call_stats); either fails the test on an error. */
