@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Every context a suite asks for wraps one queue (and so one cl_context) that the process keeps until exit.
  * Each flashcl context is still a context of its own (its programs, settings, statistics and errors), made by
@@ -12,13 +13,18 @@
  * cl_context an LLVM context of its own and loads its kernel library into it again (about 0.4 s), so a suite that
  * made a fresh cl_context per case paid that per case, 5-12 s of a cold POCL suite (docs/perf.md, "Test time").
  * The anchor is made by flashcl_context_create on the device FLASHCL_DEVICE names; a suite that changes
- * FLASHCL_DEVICE between calls gets a fresh anchor for the new name. */
+ * FLASHCL_DEVICE between calls gets a fresh anchor for the new name, and a child forked after the anchor was made
+ * (Check's CK_FORK=yes) makes its own: an OpenCL context does not survive fork (the driver's threads stay in the
+ * parent), so the child leaves the inherited one alone. */
 static pthread_mutex_t anchor_lock = PTHREAD_MUTEX_INITIALIZER;
 static flashcl_context *anchor;
 static char *anchor_device; /* FLASHCL_DEVICE when the anchor was made; NULL: unset */
 static int release_registered;
+static pid_t anchor_pid; /* the process that made the anchor */
+static flashcl_context *inherited; /* a forked child's copy of the parent's anchor: kept reachable, never used */
 
 static void release_anchor(void) {
+    if (anchor && anchor_pid != getpid()) return; /* a forked child's exit: the anchor is the parent's */
     flashcl_context_free(anchor);
     anchor = NULL;
     free(anchor_device);
@@ -31,10 +37,17 @@ static int same_device_name(const char *a, const char *b) { return (!a && !b) ||
 static cl_command_queue shared_queue(flashcl_status *status) {
     const char *device = getenv("FLASHCL_DEVICE");
     pthread_mutex_lock(&anchor_lock);
+    if (anchor && anchor_pid != getpid()) {
+        inherited = anchor; /* the parent's: neither used nor released here */
+        anchor = NULL;
+        free(anchor_device);
+        anchor_device = NULL;
+    }
     if (anchor && !same_device_name(device, anchor_device)) release_anchor();
     *status = FLASHCL_SUCCESS;
     if (!anchor) {
         *status = flashcl_context_create(&anchor, NULL);
+        anchor_pid = getpid();
         if (*status == FLASHCL_SUCCESS && device) anchor_device = strdup(device);
         if (*status == FLASHCL_SUCCESS && !release_registered) release_registered = atexit(release_anchor) == 0;
     }
@@ -54,6 +67,7 @@ flashcl_context *ts_context(void) {
                   flashcl_status_string(status), flashcl_last_error(NULL));
     return ctx;
 }
+
 flashcl_context *ts_context_own(void) {
     flashcl_context *ctx = NULL;
     flashcl_status status = flashcl_context_create(&ctx, NULL);
