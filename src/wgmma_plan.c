@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "program_sm90a.h"
 
@@ -36,9 +37,14 @@ static const struct {
 };
 
 /* Local memory of the kernel's static arrays: the Q tile (64 rows per warpgroup) and two stages of K and V
- * blocks, 16-bit values, plus up to 128 bytes for each of its three arrays' alignment. */
-static size_t local_bytes(int head_dim, int warpgroups, int block_n) {
-    return (size_t)head_dim * 2 * ((size_t)warpgroups * 64 + 4 * (size_t)block_n) + 3 * 128;
+ * blocks, 16-bit values, plus up to 128 bytes for each of its three arrays' alignment; with a staged bias
+ * (bias_element its element's bytes, 0: not staged) two stages of the bias tile, rows of block_n elements padded
+ * by one 16-byte chunk (cl/mma_operands.cl BIAS_TILE_ROW), and 16 bytes for that array's alignment. */
+static size_t local_bytes(int head_dim, int warpgroups, int block_n, size_t bias_element) {
+    const size_t base = (size_t)head_dim * 2 * ((size_t)warpgroups * 64 + 4 * (size_t)block_n) + 3 * 128;
+    if (!bias_element) return base;
+    const size_t row = ((size_t)block_n * bias_element / 16 + 1) * 16;
+    return base + 2 * (size_t)warpgroups * 64 * row + 16;
 }
 
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
@@ -47,7 +53,7 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (mode == FLASHCL_WGMMA_OFF || !has_sm90a(caps) || pass != FLASHCL_PASS_FORWARD) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
-    if (flashcl_features_any(features)) return 0;
+    if (!flashcl_features_wgmma(features)) return 0;
     if (views_alignment % 8 != 0) return 0;
     int warpgroups = defaults[desc->head_dim == 128][desc->causal != 0].warpgroups;
     int block_n = defaults[desc->head_dim == 128][desc->causal != 0].block_n;
@@ -61,7 +67,7 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     }
 #endif
     const size_t wg_size = (size_t)warpgroups * 128;
-    const size_t local = local_bytes(desc->head_dim, warpgroups, block_n);
+    const size_t local = local_bytes(desc->head_dim, warpgroups, block_n, flashcl_bias_staged_bytes(features));
     /* The arrays are static: the device's static local memory (0 there: the reported size) bounds them. */
     const size_t capacity = caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes
                                 ? caps->limits.static_local_mem_bytes
@@ -72,9 +78,14 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     return 1;
 }
 
-void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_plan *tiles, char *options,
-                           size_t size) {
+void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_features *features,
+                           const flashcl_plan *tiles, char *options, size_t size) {
     snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s",
              (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
              defaults[desc->head_dim == 128][desc->causal != 0].pipelined ? " -DWG_PIPELINE=1" : "");
+    /* Dense calls add nothing: their options, and so their programs, stay as they were. */
+    flashcl_features_options(features, options, size);
+    const size_t used = strlen(options);
+    if (flashcl_bias_staged_bytes(features) && used < size)
+        snprintf(options + used, size - used, " -DFLASHCL_BIAS_STAGED=1");
 }
