@@ -47,6 +47,21 @@ static size_t local_bytes(int head_dim, int warpgroups, int block_n, size_t bias
     return base + 2 * (size_t)warpgroups * 64 * row + 16;
 }
 
+/* Whether the default mode runs a call with features here: where the H100 measured the wgmma forward faster than
+ * mma.sync (docs/perf.md, "Score modifiers on the wgmma forward"; f16, N 2048 / 8192, causal or not, main and this
+ * kernel in one run). At head_dim 128 every modifier gained with the bias staged: soft-capping 1.19-1.42x, ALiBi
+ * 1.21-1.47x, a full bias 1.17-1.33x, a shared one 1.31-1.33x. A bias read pair by pair from global memory (rows
+ * not 16-byte aligned) took 2.70 / 10.43 ms at d128 there, where mma.sync's unstaged path took 2.46 / 10.2 in an
+ * earlier run: not faster, so it stays on mma.sync. At head_dim 64 nothing gained on the 2 x 128 tiles
+ * (soft-capping 0.75-0.76x, ALiBi 0.93-0.95x, the bias 0.96-1.00x) and the pipelined 2 x 64 tiles only tied for a
+ * full bias (1.01-1.03x, one round): mma.sync keeps them. FLASHCL_WGMMA_ON still runs them all here (tests,
+ * comparisons). */
+static int measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
+    if (!flashcl_features_any(features)) return 1;
+    if (desc->head_dim != 128) return 0;
+    return !features->bias || flashcl_bias_staged_bytes(features) != 0;
+}
+
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
                           const flashcl_attention_desc *desc, const flashcl_features *features, int views_alignment,
                           flashcl_plan *tiles) {
@@ -54,6 +69,7 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
     if (!flashcl_features_wgmma(features)) return 0;
+    if (mode == FLASHCL_WGMMA_AUTO && !measured_faster(desc, features)) return 0;
     if (views_alignment % 8 != 0) return 0;
     int warpgroups = defaults[desc->head_dim == 128][desc->causal != 0].warpgroups;
     int block_n = defaults[desc->head_dim == 128][desc->causal != 0].block_n;
