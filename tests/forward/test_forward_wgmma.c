@@ -254,9 +254,9 @@ static float *random_plane(size_t n, uint64_t seed, float lo, float hi, flashcl_
 /* -inf over row 1 whole (an empty row unless causal hides it anyway) and on every 7th pair; -1e4 on every 97th
  * pair (they vanish) and +1e4 on one key (key r, visible under the bottom-right mask) of every 5th row, which
  * dominates it. One such key per row: two scores of 1e4 would be judged on sub-ulp roundings of float at that
- * magnitude, which the float reference and the kernel round differently (both 1 ulp of f16 apart in O on the
- * H100 with 3 or 4 per row). Row sq - 1 sees every key and its last key, past the last whole chunk, dominates it
- * (its +-1e4 cleared), so a wrong global read there fails. */
+ * magnitude, which the float reference and the kernel round differently (on the H100, two such keys in a row
+ * put O one f16 ulp past the rule's bound). Row sq - 1 sees every key and its last key, past the last whole
+ * chunk, dominates it (its +-1e4 cleared), so a wrong global read there fails. */
 static void shared_bias_specials(float *bias, int sq, int sk) {
     const size_t n = (size_t)sq * (size_t)sk;
     for (int j = 0; j < sk; ++j) bias[(size_t)sk + (size_t)j] = -INFINITY;
