@@ -29,6 +29,17 @@
 // The online softmax, the masks (bottom-right causal) and the NaN/inf rules
 // are forward_mma.cl's: row maxima in log2 units, a row with no visible key
 // written as 0 with LSE -inf.
+// The score modifiers (FLASHCL_SOFTCAP, FLASHCL_ALIBI) and the additive bias
+// (FLASHCL_BIAS) are compiled in only when the host asks (cl/common.cl's
+// defaults leave the dense kernel as it was) and act where forward_mma.cl
+// applies them: on each scaled score in the softmax, soft-capping first, then
+// the bias and ALiBi added, then the masks (a -inf bias hides its pair). With
+// FLASHCL_BIAS_STAGED (the host checked that the bias rows start 16-byte
+// aligned) the block's bias tile (BLOCK_M x BLOCK_N) travels with the K block
+// in its cp.async group into two stages of local memory, so the softmax reads
+// it there instead of waiting on global loads; keys from the last whole
+// 16-byte chunk before seqlen_k on are read from global memory. WG_BIAS_DIRECT=1
+// (a build option for timing) reads every pair from global memory instead.
 
 #ifndef BLOCK_N
 #define BLOCK_N 64
@@ -42,6 +53,11 @@
 #if (BLOCK_N != 32 && BLOCK_N != 64 && BLOCK_N != 96 && BLOCK_N != 128) || (HEAD_DIM != 64 && HEAD_DIM != 128)
 #error "BLOCK_N must be 32, 64, 96 or 128 and HEAD_DIM 64 or 128"
 #endif
+#ifndef WG_BIAS_DIRECT
+#define WG_BIAS_DIRECT 0
+#endif
+#define WG_BIAS_STAGED (FLASHCL_BIAS_STAGED && !WG_BIAS_DIRECT)
+#define WG_SCORE_TERMS (FLASHCL_SCORE_MODS || FLASHCL_BIAS)
 #define BLOCK_M (64 * WARPGROUPS)
 #define WG_SIZE (128 * WARPGROUPS)
 #define S_REGS (BLOCK_N / 2)
@@ -57,12 +73,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
     __global storage_t *o, ulong o_offset, ulong o_stride_b, ulong o_stride_h, ulong o_stride_s,
     __global float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
-    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale, int causal) {
+    int write_lse, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,
+    int causal FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS) {
     // Descriptors address 16-byte units and read whole core matrices: the
     // tiles are aligned (at 2-byte alignment wgmma read wrong values).
     __local uchar q_tile[TILE_BYTES(BLOCK_M)] __attribute__((aligned(128)));
     __local uchar k_tiles[2][TILE_BYTES(BLOCK_N)] __attribute__((aligned(128)));
     __local uchar v_tiles[2][TILE_BYTES(BLOCK_N)] __attribute__((aligned(128)));
+#if WG_BIAS_STAGED
+    // Rows padded by one chunk: the lanes' reads (rows g, words t) hit distinct banks with 16-bit elements.
+    __local uint4 bias_tiles[2][BLOCK_M * BIAS_TILE_ROW(BLOCK_N)];
+#endif
 
     const int lid = (int)get_local_id(0);
     const int warpgroup = lid / 128, warp = (lid % 128) / 32, lane = lid % 32;
@@ -87,7 +108,22 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     for (int i = 0; i < O_REGS; ++i) acc[i] = 0.0f;
     // Running maxima (log2 units) and this lane's part of the row sums.
     float max_top = -INFINITY, max_bottom = -INFINITY, sum_top = 0.0f, sum_bottom = 0.0f;
+#if WG_SCORE_TERMS
+    // The modifiers and the bias act on scaled scores: each score is scaled
+    // where it is modified, and the exponents take log2(e) alone.
+    const float scale2 = M_LOG2E_F;
+#if FLASHCL_ALIBI
+    const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
+#if FLASHCL_BIAS
+    const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
+#endif
+#if WG_BIAS_STAGED
+    const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
+#endif
+#else
     const float scale2 = scale * M_LOG2E_F;
+#endif
 
     // Bottom-right causal alignment: row i sees keys j <= i + diagonal.
     const int diagonal = seqlen_k - seqlen_q;
@@ -117,19 +153,85 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     // 2t..), (bottom, 2t..), (top, 8 + 2t..), (bottom, 8 + 2t..) are S's
     // elements 8 kk + 0..7 in pairs. One rounding, of the difference
     // (forward_mma.cl says why).
+    // The modifiers and the bias of S's 8-key step n of the block at k0_
+    // (lane (g, t): keys col, col + 1 of rows row_top and row_bottom), in
+    // cl/common.cl's order; declares the pair's bias values, which the masks
+    // then test for -inf.
+#if FLASHCL_BIAS && WG_BIAS_STAGED
+#define WG_BIAS_READ(k0_, n, col_)                                                                               \
+    float2 bias_top_, bias_bottom_;                                                                              \
+    if ((col_) < bias_staged_end) {                                                                              \
+        __local const uint4 *tile_ = bias_tiles[((k0_) / BLOCK_N) & 1];                                          \
+        bias_top_ = bias_pair_local(tile_ + (row_top - q0) * BIAS_TILE_ROW(BLOCK_N), (n) * 8 + 2 * t);           \
+        bias_bottom_ = bias_pair_local(tile_ + (row_bottom - q0) * BIAS_TILE_ROW(BLOCK_N), (n) * 8 + 2 * t);     \
+    } else {                                                                                                     \
+        bias_top_ = (float2)(FLASHCL_BIAS_VALUE(bias_base, row_top, (col_)),                                     \
+                             FLASHCL_BIAS_VALUE(bias_base, row_top, (col_) + 1));                                \
+        bias_bottom_ = (float2)(FLASHCL_BIAS_VALUE(bias_base, row_bottom, (col_)),                               \
+                                FLASHCL_BIAS_VALUE(bias_base, row_bottom, (col_) + 1));                          \
+    }
+#elif FLASHCL_BIAS
+#define WG_BIAS_READ(k0_, n, col_)                                                                               \
+    const float2 bias_top_ = (float2)(FLASHCL_BIAS_VALUE(bias_base, row_top, (col_)),                            \
+                                      FLASHCL_BIAS_VALUE(bias_base, row_top, (col_) + 1));                       \
+    const float2 bias_bottom_ = (float2)(FLASHCL_BIAS_VALUE(bias_base, row_bottom, (col_)),                      \
+                                         FLASHCL_BIAS_VALUE(bias_base, row_bottom, (col_) + 1));
+#endif
+#if FLASHCL_BIAS
+#define WG_BIAS_TERM(value) +(value)
+#define WG_BIAS_HIDES(value) || (value) == -INFINITY
+#else
+#define WG_BIAS_READ(k0_, n, col_)
+#define WG_BIAS_TERM(value)
+#define WG_BIAS_HIDES(value)
+#endif
+#if WG_SCORE_TERMS
+#define WG_MODIFY(k0_, n)                                                                                        \
+    const int mod_col_ = (k0_) + (n) * 8 + 2 * t;                                                                \
+    WG_BIAS_READ(k0_, n, mod_col_)                                                                               \
+    {                                                                                                            \
+        float grad_;                                                                                             \
+        s[4 * (n)] = FLASHCL_SCORE_MOD(s[4 * (n)] * scale, grad_, alibi_slope, row_top + diagonal, mod_col_)     \
+            WG_BIAS_TERM(bias_top_.x);                                                                           \
+        s[4 * (n) + 1] =                                                                                         \
+            FLASHCL_SCORE_MOD(s[4 * (n) + 1] * scale, grad_, alibi_slope, row_top + diagonal, mod_col_ + 1)      \
+            WG_BIAS_TERM(bias_top_.y);                                                                           \
+        s[4 * (n) + 2] =                                                                                         \
+            FLASHCL_SCORE_MOD(s[4 * (n) + 2] * scale, grad_, alibi_slope, row_bottom + diagonal, mod_col_)       \
+            WG_BIAS_TERM(bias_bottom_.x);                                                                        \
+        s[4 * (n) + 3] =                                                                                         \
+            FLASHCL_SCORE_MOD(s[4 * (n) + 3] * scale, grad_, alibi_slope, row_bottom + diagonal, mod_col_ + 1)   \
+            WG_BIAS_TERM(bias_bottom_.y);                                                                        \
+        (void)grad_;                                                                                             \
+    }
+#else
+#define WG_MODIFY(k0_, n)
+#endif
+    // A -inf bias may hide any pair: with a bias every block takes the
+    // masked path.
+#if FLASHCL_BIAS
+#define WG_ALL_MASKED 1
+#else
+#define WG_ALL_MASKED 0
+#endif
 #define SOFTMAX(k0_, p_out)                                                                                      \
     do {                                                                                                         \
-        const bool masked_block = (k0_) + BLOCK_N > seqlen_k || (causal && (k0_) + BLOCK_N - 1 > q0 + diagonal); \
+        const bool masked_block =                                                                                \
+            WG_ALL_MASKED || (k0_) + BLOCK_N > seqlen_k || (causal && (k0_) + BLOCK_N - 1 > q0 + diagonal);     \
         float block_top = masked_block ? -INFINITY : -FLT_MAX, block_bottom = block_top;                        \
         UNROLL_ALWAYS                                                                                            \
         for (int n = 0; n < BLOCK_N / 8; ++n) {                                                                  \
+            WG_MODIFY(k0_, n)                                                                                    \
             if (masked_block) {                                                                                  \
                 const int col = (k0_) + n * 8 + 2 * t;                                                           \
                 const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;                          \
-                const bool hide_tl = left_out || (causal && col > row_top + diagonal);                           \
-                const bool hide_tr = right_out || (causal && col + 1 > row_top + diagonal);                      \
-                const bool hide_bl = left_out || (causal && col > row_bottom + diagonal);                        \
-                const bool hide_br = right_out || (causal && col + 1 > row_bottom + diagonal);                   \
+                const bool hide_tl = left_out || (causal && col > row_top + diagonal) WG_BIAS_HIDES(bias_top_.x); \
+                const bool hide_tr =                                                                             \
+                    right_out || (causal && col + 1 > row_top + diagonal) WG_BIAS_HIDES(bias_top_.y);            \
+                const bool hide_bl =                                                                             \
+                    left_out || (causal && col > row_bottom + diagonal) WG_BIAS_HIDES(bias_bottom_.x);           \
+                const bool hide_br =                                                                             \
+                    right_out || (causal && col + 1 > row_bottom + diagonal) WG_BIAS_HIDES(bias_bottom_.y);      \
                 if (hide_tl) s[4 * n] = -INFINITY;                                                               \
                 if (hide_tr) s[4 * n + 1] = -INFINITY;                                                           \
                 if (hide_bl) s[4 * n + 2] = -INFINITY;                                                           \
@@ -200,6 +302,18 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     WG_FETCH_TILE(k_tiles[(block) & 1], k, k_base, k_stride_s, (block) * BLOCK_N, seqlen_k, BLOCK_N, HEAD_DIM)
 #define FETCH_V(block)                                                                                           \
     WG_FETCH_TILE(v_tiles[(block) & 1], v, v_base, v_stride_s, (block) * BLOCK_N, seqlen_k, BLOCK_N, HEAD_DIM)
+    // The staged bias of a block goes with its K block, into the stage of
+    // the same parity: the softmax that reads it follows S, which waits for
+    // K, and the stage's last reader (the softmax of block - 2) finished
+    // before the barrier that precedes the copy. A chunk past seqlen_q, or not
+    // wholly before seqlen_k, is zeros (those pairs are read from global
+    // memory where they exist).
+#if WG_BIAS_STAGED
+#define FETCH_BIAS(block)                                                                                        \
+    FETCH_BIAS_TILE(bias_tiles[(block) & 1], q0, BLOCK_M, seqlen_q, (block) * BLOCK_N, BLOCK_N, seqlen_k)
+#else
+#define FETCH_BIAS(block)
+#endif
     float alpha_top = 1.0f, alpha_bottom = 1.0f;
     uint pa[BLOCK_N / 16][4];
 
@@ -220,12 +334,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     if (blocks > 0) {
         WG_FETCH_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_M, HEAD_DIM);
         FETCH_K(0);
+        FETCH_BIAS(0);
         COPY_COMMIT();
         COPY_WAIT(0);
         WG_FENCE_PROXY();
         barrier(CLK_LOCAL_MEM_FENCE);
         FETCH_V(0);
-        if (blocks > 1) FETCH_K(1);
+        if (blocks > 1) {
+            FETCH_K(1);
+            FETCH_BIAS(1);
+        }
         COPY_COMMIT();
         WGMMA_FENCE();
         ISSUE_S(K_DESC(0));
@@ -245,7 +363,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         WG_FENCE_PROXY();
         barrier(CLK_LOCAL_MEM_FENCE);
         FETCH_V(j);
-        if (j + 1 < blocks) FETCH_K(j + 1);
+        if (j + 1 < blocks) {
+            FETCH_K(j + 1);
+            FETCH_BIAS(j + 1);
+        }
         COPY_COMMIT();
         WGMMA_FENCE();
         ISSUE_S(K_DESC(j));
@@ -276,6 +397,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         WG_FETCH_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_M, HEAD_DIM);
         FETCH_K(0);
         FETCH_V(0);
+        FETCH_BIAS(0);
         COPY_COMMIT();
     }
     for (int j = 0; j < blocks; ++j) {
@@ -285,6 +407,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
         if (j + 1 < blocks) {
             FETCH_K(j + 1);
             FETCH_V(j + 1);
+            FETCH_BIAS(j + 1);
             COPY_COMMIT();
             COPY_WAIT(1);
         } else {
@@ -313,6 +436,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #undef V_DESC
 #undef FETCH_K
 #undef FETCH_V
+#undef FETCH_BIAS
+#undef WG_MODIFY
+#undef WG_BIAS_READ
+#undef WG_BIAS_TERM
+#undef WG_BIAS_HIDES
+#undef WG_ALL_MASKED
 
     // Each row's sum is spread over the 4 lanes of its quad.
     sum_top += QUAD_XOR(sum_top, 1);

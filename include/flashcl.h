@@ -721,16 +721,18 @@ typedef enum flashcl_tensor_cores {
 FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx, flashcl_tensor_cores mode);
 
 /* The Hopper forward: on an NVIDIA GPU of compute capability 9.0 (H100, H200), with tensor cores AUTO, a forward
- * in f16/bf16 storage with head_dim 64 or 128, no feature but causal, rows 16-byte aligned and no forced plan may
- * run on warpgroup MMA (wgmma, backend "nvidia-wgmma" in flashcl_call_stats) instead of mma.sync. Its program
+ * in f16/bf16 storage with head_dim 64 or 128, no feature but causal, logit soft-capping, ALiBi and an additive
+ * bias, rows 16-byte aligned and no forced plan may run on warpgroup MMA (wgmma, backend "nvidia-wgmma" in flashcl_call_stats) instead of mma.sync. Its program
  * takes a second compile step (the driver's PTX rewritten for sm_90a); where that fails the call runs mma.sync,
  * the reason in flashcl_last_error and flashcl_last_build_log. No effect on other devices. */
 typedef enum flashcl_wgmma_mode {
-    /* Default: where it was measured faster than mma.sync (head_dim 64 and 128, causal or not). */
+    /* Default: where it was measured faster than mma.sync (head_dim 64 and 128, causal or not; with soft-capping,
+     * ALiBi or a bias only at head_dim 128, and a bias only with rows 16-byte aligned). */
     FLASHCL_WGMMA_MODE_AUTO = 0,
     /* Never: the mma.sync kernel. */
     FLASHCL_WGMMA_MODE_OFF = 1,
-    /* Wherever it applies (today the same calls as AUTO): for comparisons. */
+    /* Wherever it applies (beyond AUTO: the modifiers and the bias at head_dim 64, a bias in unaligned rows): for
+     * tests and comparisons. */
     FLASHCL_WGMMA_MODE_ON = 2
 } flashcl_wgmma_mode;
 

@@ -20,7 +20,7 @@ static int bias_on(const flashcl_features *f) { return f->bias; }
  * and the tensor-core kernels take it. Which kernel families take features is
  * the dispatcher's decision (today: the portable kernels take all of them, the
  * decode kernels the window, the score modifiers and the bias (forward only),
- * the tensor-core kernels the score modifiers and the bias);
+ * the tensor-core kernels, the Hopper forward among them, the score modifiers and the bias);
  * the IO model (io_model.c) counts the window's band, and counts a block
  * mask and a packed batch as dense and padded (their contents live on the
  * device): an upper bound. */
@@ -31,11 +31,11 @@ static const flashcl_feature_def feature_table[] = {
     {"variable-length batch", varlen_on, "FLASHCL_VARLEN", 0, 0},
     /* The score modifiers change each score where it is computed, whatever
      * the tiles or the key chunk: split-KV and the tensor-core kernels take them. */
-    {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
-    {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
+    {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA},
+    {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA},
     /* The bias is read where each score is: split-KV, the decode kernels and the tensor-core kernels take it; both
      * backward families' dQ kernels write its gradient (dBias). */
-    {"attention bias", bias_on, "FLASHCL_BIAS", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD},
+    {"attention bias", bias_on, "FLASHCL_BIAS", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA},
 };
 
 const flashcl_feature_def *flashcl_feature_defs(int *count) {
@@ -55,6 +55,12 @@ int flashcl_features_tensor_core(const flashcl_features *f, flashcl_pass pass) {
     const int kernel = pass == FLASHCL_PASS_FORWARD ? FLASHCL_TC_FORWARD : FLASHCL_TC_BACKWARD;
     for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
         if (feature_table[i].on(f) && !(feature_table[i].tensor_core & kernel)) return 0;
+    return 1;
+}
+
+int flashcl_features_wgmma(const flashcl_features *f) {
+    for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
+        if (feature_table[i].on(f) && !(feature_table[i].tensor_core & FLASHCL_TC_WGMMA)) return 0;
     return 1;
 }
 

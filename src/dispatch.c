@@ -59,17 +59,8 @@ static void add_options(flashcl_exec_plan *plan, const char *format, ...) {
  * precision: only on request), head_dim, the views' alignment, tiles that
  * fit and the backend's own limits. */
 /* Bytes of one bias element when the tensor-core kernels stage the bias
- * tile in local memory (cl/mma_operands.cl, FLASHCL_BIAS_STAGED): a call
- * with a bias whose rows start 16-byte aligned (offset and strides multiples
- * of a 16-byte chunk's elements; broadcast strides are 0); else 0. */
-static size_t staged_bias_bytes(const flashcl_problem *p) {
-    const flashcl_features *f = p->features;
-    if (!f->bias) return 0;
-    const size_t element = f->bias_dtype == FLASHCL_DTYPE_F32 ? 4 : 2, chunk = 16 / element;
-    const flashcl_tensor *v = &f->bias_view;
-    if (v->offset % chunk || v->stride_batch % chunk || v->stride_head % chunk || v->stride_seq % chunk) return 0;
-    return element;
-}
+ * tile in local memory (cl/mma_operands.cl, FLASHCL_BIAS_STAGED), else 0. */
+static size_t staged_bias_bytes(const flashcl_problem *p) { return flashcl_bias_staged_bytes(p->features); }
 
 static const flashcl_mma_backend *tensor_core_backend(const flashcl_device_caps *caps, const flashcl_settings *s,
                                                       const flashcl_problem *p, flashcl_plan *tiles) {
@@ -134,7 +125,7 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
         plan->program = "forward_wgmma.cl";
         for (int i = 0; flashcl_wgmma_prelude[i]; ++i) plan->prelude[i] = flashcl_wgmma_prelude[i];
         plan->kernel_names[0] = "flashcl_forward_wgmma";
-        flashcl_wgmma_options(desc, t, plan->options, sizeof plan->options);
+        flashcl_wgmma_options(desc, p->features, t, plan->options, sizeof plan->options);
         return;
     }
     if (plan->backend) {

@@ -67,6 +67,14 @@ size_t flashcl_dbias_scratch_bytes(const flashcl_attention_desc *desc, const fla
     return bytes >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
 
+size_t flashcl_bias_staged_bytes(const flashcl_features *f) {
+    if (!f->bias) return 0;
+    const size_t element = f->bias_dtype == FLASHCL_DTYPE_F32 ? 4 : 2, chunk = 16 / element;
+    const flashcl_tensor *v = &f->bias_view;
+    if (v->offset % chunk || v->stride_batch % chunk || v->stride_head % chunk || v->stride_seq % chunk) return 0;
+    return element;
+}
+
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 flashcl_status flashcl_dbias_prepare(flashcl_context *ctx, const flashcl_attention_desc *desc,

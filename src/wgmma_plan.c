@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "program_sm90a.h"
 
@@ -36,9 +37,29 @@ static const struct {
 };
 
 /* Local memory of the kernel's static arrays: the Q tile (64 rows per warpgroup) and two stages of K and V
- * blocks, 16-bit values, plus up to 128 bytes for each of its three arrays' alignment. */
-static size_t local_bytes(int head_dim, int warpgroups, int block_n) {
-    return (size_t)head_dim * 2 * ((size_t)warpgroups * 64 + 4 * (size_t)block_n) + 3 * 128;
+ * blocks, 16-bit values, plus up to 128 bytes for each of its three arrays' alignment; with a staged bias
+ * (bias_element its element's bytes, 0: not staged) two stages of the bias tile, rows of block_n elements padded
+ * by one 16-byte chunk (cl/mma_operands.cl BIAS_TILE_ROW), and 16 bytes for that array's alignment. */
+static size_t local_bytes(int head_dim, int warpgroups, int block_n, size_t bias_element) {
+    const size_t base = (size_t)head_dim * 2 * ((size_t)warpgroups * 64 + 4 * (size_t)block_n) + 3 * 128;
+    if (!bias_element) return base;
+    const size_t row = ((size_t)block_n * bias_element / 16 + 1) * 16;
+    return base + 2 * (size_t)warpgroups * 64 * row + 16;
+}
+
+/* Whether the default mode runs a call with features here: where the H100 measured the wgmma forward faster than
+ * mma.sync (docs/perf.md, "Score modifiers on the wgmma forward"; f16, N 2048 / 8192, causal or not, main and this
+ * kernel in one run). At head_dim 128 every modifier gained with the bias staged: soft-capping 1.19-1.42x, ALiBi
+ * 1.21-1.47x, a full bias 1.17-1.33x, a shared one 1.31-1.33x. A bias read pair by pair from global memory (rows
+ * not 16-byte aligned) took 2.70 / 10.43 ms at d128 there, where mma.sync's unstaged path took 2.46 / 10.2 in an
+ * earlier run: not faster, so it stays on mma.sync. At head_dim 64 nothing gained on the 2 x 128 tiles
+ * (soft-capping 0.75-0.76x, ALiBi 0.93-0.95x, the bias 0.96-1.00x) and the pipelined 2 x 64 tiles only tied for a
+ * full bias (1.01-1.03x, one round): mma.sync keeps them. FLASHCL_WGMMA_ON still runs them all here (tests,
+ * comparisons). */
+static int measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
+    if (!flashcl_features_any(features)) return 1;
+    if (desc->head_dim != 128) return 0;
+    return !features->bias || flashcl_bias_staged_bytes(features) != 0;
 }
 
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
@@ -47,7 +68,8 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (mode == FLASHCL_WGMMA_OFF || !has_sm90a(caps) || pass != FLASHCL_PASS_FORWARD) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
-    if (flashcl_features_any(features)) return 0;
+    if (!flashcl_features_wgmma(features)) return 0;
+    if (mode == FLASHCL_WGMMA_AUTO && !measured_faster(desc, features)) return 0;
     if (views_alignment % 8 != 0) return 0;
     int warpgroups = defaults[desc->head_dim == 128][desc->causal != 0].warpgroups;
     int block_n = defaults[desc->head_dim == 128][desc->causal != 0].block_n;
@@ -61,7 +83,7 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     }
 #endif
     const size_t wg_size = (size_t)warpgroups * 128;
-    const size_t local = local_bytes(desc->head_dim, warpgroups, block_n);
+    const size_t local = local_bytes(desc->head_dim, warpgroups, block_n, flashcl_bias_staged_bytes(features));
     /* The arrays are static: the device's static local memory (0 there: the reported size) bounds them. */
     const size_t capacity = caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes
                                 ? caps->limits.static_local_mem_bytes
@@ -72,9 +94,14 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     return 1;
 }
 
-void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_plan *tiles, char *options,
-                           size_t size) {
+void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_features *features,
+                           const flashcl_plan *tiles, char *options, size_t size) {
     snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s",
              (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
              defaults[desc->head_dim == 128][desc->causal != 0].pipelined ? " -DWG_PIPELINE=1" : "");
+    /* Dense calls add nothing: their options, and so their programs, stay as they were. */
+    flashcl_features_options(features, options, size);
+    const size_t used = strlen(options);
+    if (flashcl_bias_staged_bytes(features) && used < size)
+        snprintf(options + used, size - used, " -DFLASHCL_BIAS_STAGED=1");
 }

@@ -11,7 +11,8 @@
  * what a zeroed settings struct says), wherever it applies (1, FLASHCL_WGMMA=1: tests and A/B timing), or where
  * it applies and was measured faster than the mma.sync kernel (2, the default: head_dim 64, causal or not, on the
  * one-block-at-a-time kernel, 2 warpgroups x 128 keys; head_dim 128, causal or not, on the pipelined one
- * (WG_PIPELINE), 3 warpgroups x 64 keys; docs/perf.md "wgmma forward (issue 22)" has the H100's times). */
+ * (WG_PIPELINE), 3 warpgroups x 64 keys; the score modifiers and the bias at head_dim 128 only, a bias only staged;
+ * docs/perf.md "wgmma forward (issue 22)" and "Score modifiers on the wgmma forward" have the H100's times). */
 enum { FLASHCL_WGMMA_OFF = 0, FLASHCL_WGMMA_ON = 1, FLASHCL_WGMMA_AUTO = 2 };
 
 /* The backend row the wgmma forward reports (flashcl_call_stats.backend "nvidia-wgmma"); its kind is
@@ -21,19 +22,22 @@ const flashcl_mma_backend *flashcl_wgmma_backend(void);
 
 /* 1 if the wgmma forward runs this call on caps' device under mode (FLASHCL_WGMMA_*): an sm_90a device
  * (flashcl_sm90a_device_refusal), the forward pass, half or bfloat16 storage, head_dim 64 or 128, no feature but
- * causal, every row start 16-byte aligned (views_alignment a multiple of 8), and its tiles within the device's
- * static local memory; then *tiles holds them (block_q the work-group's query rows, block_k the keys
+ * causal and those the kernel takes (soft-capping, ALiBi, the additive bias: flashcl_features_wgmma; in the
+ * default mode only where measured faster, see wgmma_plan.c), every row
+ * start 16-byte aligned (views_alignment a multiple of 8), and its tiles (with the staged bias tiles, when the bias
+ * is staged) within the device's static local memory; then *tiles holds them (block_q the work-group's query rows, block_k the keys
  * per step, threads_q the warps (4 per warpgroup, 16 query rows each), threads_k 32). */
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,
                           const flashcl_attention_desc *desc, const flashcl_features *features, int views_alignment,
                           flashcl_plan *tiles);
 
-/* The wgmma forward's -D options for tiles: at head_dim 128 the pipelined kernel (-DWG_PIPELINE=1, S of block j
+/* The wgmma forward's -D options for tiles and the call's features (theirs as every kernel's, and
+ * FLASHCL_BIAS_STAGED where flashcl_bias_staged_bytes says the bias rows are aligned): at head_dim 128 the pipelined kernel (-DWG_PIPELINE=1, S of block j
  * and O += P V of block j - 1 in flight together), measured faster there; at 64 the kernel's default, one block at
  * a time (the pipelined one was 7-12% slower with 128-key blocks, 0.97-1.03x with 64;
  * FLASHCL_BUILD_OPTIONS=-DWG_PIPELINE=1 still selects it). */
-void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_plan *tiles, char *options,
-                           size_t size);
+void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_features *features,
+                           const flashcl_plan *tiles, char *options, size_t size);
 
 /* The cl/ files placed before forward_wgmma.cl (NULL-terminated, 4 at most). */
 extern const char *const flashcl_wgmma_prelude[5];

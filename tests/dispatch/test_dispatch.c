@@ -608,8 +608,9 @@ START_TEST(decode_mma_decisions) {
 END_TEST
 
 /* The Hopper forward (src/wgmma_plan.c): on an sm_90 device with its static local memory, in the default mode
- * for f16/bf16 forwards at head_dim 64 and 128, causal or not, with the tiles measured fastest there, forced
- * (FLASHCL_WGMMA_ON) alike, never for what it does not take; its program, kernel, options and grid; off, and on
+ * for f16/bf16 forwards at head_dim 64 and 128, causal or not, with the tiles measured fastest there, and with the
+ * score modifiers and the bias where they were measured faster (forced, FLASHCL_WGMMA_ON, wherever the kernel takes
+ * them; the bias staged when aligned), never for what it does not take; its program, kernel, options and grid; off, and on
  * other devices, the mma.sync plan. */
 START_TEST(wgmma_decisions) {
     flashcl_device_caps caps = h100();
@@ -658,6 +659,59 @@ START_TEST(wgmma_decisions) {
             flashcl_exec_plan_report(&plan, &stats);
             ck_assert_str_eq(stats.backend, "nvidia-wgmma");
         }
+    /* The score modifiers and the bias run on it with the dense tiles and their defines after the dense options (a
+     * dense call's options, and so its program, are unchanged); an aligned bias is staged (its two tiles in the
+     * local memory counted), an unaligned one read from global memory. The default mode takes them where they were
+     * measured faster than mma.sync: head_dim 128 with no bias or a staged one; at 64, and with an unaligned bias,
+     * only FLASHCL_WGMMA_ON does. */
+    {
+        flashcl_settings on = s;
+        on.wgmma = FLASHCL_WGMMA_ON;
+        char options[sizeof((flashcl_exec_plan *)0)->options + 96];
+        for (int d = 0; d < 2; ++d) {
+            const int head_dim = d ? 128 : 64, rows = d ? 192 : 128, keys = d ? 64 : 128;
+            const flashcl_attention_desc m = problem_desc(1000, head_dim, FLASHCL_DTYPE_F16, 1);
+            const flashcl_features plain = dense(&m);
+            const flashcl_exec_plan base = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &plain, 8);
+            flashcl_features capped = plain;
+            capped.softcap = 30.0f;
+            const flashcl_exec_plan auto_softcap = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &capped, 8);
+            ck_assert_str_eq(auto_softcap.backend->name, d ? "nvidia-wgmma" : "nvidia-mma-sync");
+            const flashcl_exec_plan softcap = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &capped, 8);
+            ck_assert_int_eq(softcap.sm90a, 1);
+            snprintf(options, sizeof options, "%s -DFLASHCL_SOFTCAP=1", base.options);
+            ck_assert_str_eq(softcap.options, options);
+            ck_assert_uint_eq(softcap.tiles.local_mem_bytes, base.tiles.local_mem_bytes);
+            if (d) ck_assert_str_eq(auto_softcap.options, options);
+            flashcl_features biased = plain;
+            biased.alibi = 1;
+            biased.bias = 1;
+            biased.bias_f32 = 1;
+            biased.bias_dtype = FLASHCL_DTYPE_F32;
+            biased.bias_view = (flashcl_tensor){NULL, 8, 0, 0, 1000};
+            ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &biased, 8).sm90a, d);
+            const flashcl_exec_plan staged = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &biased, 8);
+            ck_assert_int_eq(staged.sm90a, 1);
+            snprintf(options, sizeof options,
+                     "%s -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 -DFLASHCL_BIAS_STAGED=1",
+                     base.options);
+            ck_assert_str_eq(staged.options, options);
+            /* Two stages of the work-group's rows x (the block's keys in floats + a 16-byte chunk), and 16 bytes of
+             * alignment. */
+            ck_assert_uint_eq(staged.tiles.local_mem_bytes,
+                              base.tiles.local_mem_bytes + 2 * (size_t)rows * ((size_t)keys * 4 + 16) + 16);
+            biased.bias_view.stride_seq = 1001;
+            const flashcl_exec_plan unaligned = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &biased, 8);
+            ck_assert_int_eq(unaligned.sm90a, 0);
+            ck_assert_str_eq(unaligned.backend->name, "nvidia-mma-sync");
+            const flashcl_exec_plan unstaged = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &biased, 8);
+            ck_assert_int_eq(unstaged.sm90a, 1);
+            snprintf(options, sizeof options, "%s -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1",
+                     base.options);
+            ck_assert_str_eq(unstaged.options, options);
+            ck_assert_uint_eq(unstaged.tiles.local_mem_bytes, base.tiles.local_mem_bytes);
+        }
+    }
     const flashcl_attention_desc c128 = problem_desc(1000, 128, FLASHCL_DTYPE_BF16, 1);
     const flashcl_features fc128 = dense(&c128);
     const flashcl_exec_plan causal128 = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &c128, &fc128, 8);
@@ -665,8 +719,8 @@ START_TEST(wgmma_decisions) {
     flashcl_exec_plan forced = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &c128, &fc128, 8);
     ck_assert_str_eq(forced.backend->name, "nvidia-wgmma");
     ck_assert_str_eq(forced.options, causal128.options);
-    /* What it does not take, even forced: the backward, float, head_dim 96, rows not 16-byte aligned, a feature,
-     * a forced plan, the tensor-core mode off or emulated, the standard implementation. */
+    /* What it does not take, even forced: the backward, float, head_dim 96, rows not 16-byte aligned, a mask
+     * feature, a forced plan, the tensor-core mode off or emulated, the standard implementation. */
     const flashcl_attention_desc d64 = problem_desc(1000, 64, FLASHCL_DTYPE_F16, 1);
     const flashcl_features f64 = dense(&d64);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &f64, 8).sm90a, 0);
@@ -677,11 +731,10 @@ START_TEST(wgmma_decisions) {
     const flashcl_features f96 = dense(&d96);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d96, &f96, 8).sm90a, 0);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d64, &f64, 4).sm90a, 0);
-    flashcl_features capped = f64;
-    capped.softcap = 30.0f;
-    const flashcl_exec_plan softcap = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d64, &capped, 8);
-    ck_assert_int_eq(softcap.sm90a, 0);
-    ck_assert_str_eq(softcap.backend->name, "nvidia-mma-sync");
+    /* A mask feature (the window) is not the Hopper forward's: it falls back as before. */
+    flashcl_features windowed = f64;
+    windowed.window = 1;
+    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d64, &windowed, 8).sm90a, 0);
     flashcl_settings other = s;
     other.tensor_cores = FLASHCL_TENSOR_CORES_OFF;
     ck_assert_int_eq(dispatch_ok(&caps, &other, FLASHCL_PASS_FORWARD, &d64, &f64, 8).sm90a, 0);
