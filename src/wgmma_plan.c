@@ -25,16 +25,26 @@ const char *const flashcl_wgmma_prelude[5] = {"mma.cl", "mma_nvidia.cl", "mma_op
  * flight together). docs/perf.md ("wgmma forward (issue 22)" and after) has the H100's times, f16, N 2048 / 8192:
  * at d64 2 x 128 keys one block at a time 237-240 / 244-245 TFLOP/s (two work-groups, four warpgroups per SM);
  * 2 x 64 one at a time 0.95 / 0.98x, pipelined 0.97-1.03x, 2 x 96 0.70-0.73x, 3 x 64 0.80 / 0.87x, 3 x 128 0.84-0.96x,
- * 4 x 128 1.02-1.11x without causal but 0.96x causal at N 2048, one warpgroup 128-140 TFLOP/s. At d128 3 x 64
+ * 4 x 128 1.02-1.11x without causal (rounds 1-4; the dense default since, tiles_for) but 0.96x causal at N 2048, one warpgroup 128-140 TFLOP/s. At d128 3 x 64
  * pipelined 297 / 326 (causal 226 / 299): 1.32-1.35x (causal 1.21-1.31x) the 2 x 64 tiles, which hold one
  * work-group of two warpgroups per SM (149 registers), where 3 x 64 fits three under the 168-register cap of 384
  * work-items; 2 x 128 1.01-1.03x, 2 x 96 0.98-1.00x, and one block at a time 8-14% slower than pipelined. */
-static const struct {
+typedef struct wgmma_tiles {
     int warpgroups, block_n, pipelined;
-} defaults[2][2] = {
-    {{2, 128, 0}, {2, 128, 0}}, /* head_dim 64 */
+} wgmma_tiles;
+static const wgmma_tiles defaults[2][2] = {
+    {{4, 128, 0}, {2, 128, 0}}, /* head_dim 64 */
     {{3, 64, 1}, {3, 64, 1}},   /* head_dim 128 */
 };
+
+/* d64 without causal, dense: 4 x 128 keys (one work-group of four warpgroups, each K/V block shared by 256 rows)
+ * won rounds 3 and 4 on the H100 (2026-11-28, f16 and bf16: 1.04-1.06x at N 2048, 1.09-1.11x at 8192; rounds 1-2
+ * 1.02-1.11x). It was measured on dense calls only, and a staged float32 bias tile of 256 rows does not fit beside
+ * it, so calls with score modifiers or a bias keep 2 x 128 (the tiles their tests and timings ran on). */
+static wgmma_tiles tiles_for(const flashcl_attention_desc *desc, const flashcl_features *features) {
+    if (desc->head_dim == 64 && !desc->causal && flashcl_features_any(features)) return (wgmma_tiles){2, 128, 0};
+    return defaults[desc->head_dim == 128][desc->causal != 0];
+}
 
 /* Local memory of the kernel's static arrays: the Q tile (64 rows per warpgroup) and two stages of K and V
  * blocks, 16-bit values, plus up to 128 bytes for each of its three arrays' alignment; with a staged bias
@@ -71,8 +81,8 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (!flashcl_features_wgmma(features)) return 0;
     if (mode == FLASHCL_WGMMA_AUTO && !measured_faster(desc, features)) return 0;
     if (views_alignment % 8 != 0) return 0;
-    int warpgroups = defaults[desc->head_dim == 128][desc->causal != 0].warpgroups;
-    int block_n = defaults[desc->head_dim == 128][desc->causal != 0].block_n;
+    int warpgroups = tiles_for(desc, features).warpgroups;
+    int block_n = tiles_for(desc, features).block_n;
 #ifdef FLASHCL_MMA_EXPERIMENT
     const char *forced = getenv("FLASHCL_WGMMA_TILES");
     int fw, fn;
@@ -98,7 +108,7 @@ void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_fea
                            const flashcl_plan *tiles, char *options, size_t size) {
     snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s",
              (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
-             defaults[desc->head_dim == 128][desc->causal != 0].pipelined ? " -DWG_PIPELINE=1" : "");
+             tiles_for(desc, features).pipelined ? " -DWG_PIPELINE=1" : "");
     /* Dense calls add nothing: their options, and so their programs, stay as they were. */
     flashcl_features_options(features, options, size);
     const size_t used = strlen(options);

@@ -622,7 +622,7 @@ START_TEST(wgmma_decisions) {
     static const struct {
         int warpgroups, block_n, pipelined;
     } expected[2][2] = {
-        {{2, 128, 0}, {2, 128, 0}},
+        {{4, 128, 0}, {2, 128, 0}},
         {{3, 64, 1}, {3, 64, 1}},
     };
     for (int d = 0; d < 2; ++d)
@@ -659,6 +659,20 @@ START_TEST(wgmma_decisions) {
             flashcl_exec_plan_report(&plan, &stats);
             ck_assert_str_eq(stats.backend, "nvidia-wgmma");
         }
+    /* d64 without causal: the dense 4 x 128 tiles were timed on dense calls only (and a staged float32 bias of 256
+     * rows would not fit), so a call with a modifier keeps 2 x 128. */
+    {
+        flashcl_settings on = s;
+        on.wgmma = FLASHCL_WGMMA_ON;
+        const flashcl_attention_desc m = problem_desc(1000, 64, FLASHCL_DTYPE_F16, 0);
+        flashcl_features capped = dense(&m);
+        capped.softcap = 30.0f;
+        const flashcl_exec_plan plan = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &capped, 8);
+        ck_assert_int_eq(plan.sm90a, 1);
+        ck_assert_int_eq(plan.tiles.block_q, 128);
+        ck_assert_int_eq(plan.tiles.block_k, 128);
+        ck_assert_ptr_nonnull(strstr(plan.options, "-DBLOCK_N=128 -DWARPGROUPS=2 "));
+    }
     /* The score modifiers and the bias run on it with the dense tiles and their defines after the dense options (a
      * dense call's options, and so its program, are unchanged); an aligned bias is staged (its two tiles in the
      * local memory counted), an unaligned one read from global memory. The default mode takes them where they were
