@@ -81,8 +81,9 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (!flashcl_features_wgmma(features)) return 0;
     if (mode == FLASHCL_WGMMA_AUTO && !measured_faster(desc, features)) return 0;
     if (views_alignment % 8 != 0) return 0;
-    int warpgroups = tiles_for(desc, features).warpgroups;
-    int block_n = tiles_for(desc, features).block_n;
+    const wgmma_tiles chosen = tiles_for(desc, features);
+    int warpgroups = chosen.warpgroups;
+    int block_n = chosen.block_n;
 #ifdef FLASHCL_MMA_EXPERIMENT
     const char *forced = getenv("FLASHCL_WGMMA_TILES");
     int fw, fn;
