@@ -42,4 +42,21 @@ void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_fea
 /* The cl/ files placed before forward_wgmma.cl (NULL-terminated, 4 at most). */
 extern const char *const flashcl_wgmma_prelude[5];
 
+/* The Hopper backward (wgmma_backward_plan.c): cl/backward_wgmma.cl's dK/dV kernel on wgmma and
+ * cl/backward_mma.cl's dQ kernel on mma.sync, one sm_90a program. 1 if it runs this backward call on caps' device
+ * under mode: an sm_90a device, half or bfloat16 storage, head_dim 64 or 128, a dense call (causal or not), every
+ * row start 16-byte aligned, its tiles within the static local memory; in the default mode only where the H100
+ * measured it faster than the mma.sync backward. Then *tiles holds the dK/dV kernel's (block_q the queries per
+ * step, block_k the keys a work-group owns, threads_q its warps, threads_k 32). */
+int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, const flashcl_attention_desc *desc,
+                                   const flashcl_features *features, int views_alignment, flashcl_plan *tiles);
+
+/* The program's -D options: the dQ kernel's (dq, the mma.sync backward's tiles; mma_ptx its backend's
+ * FLASHCL_MMA_PTX) and the dK/dV kernel's (dkdv). */
+void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const flashcl_plan *dkdv,
+                                    const flashcl_plan *dq, int mma_ptx, char *options, size_t size);
+
+/* The cl/ files placed before backward_wgmma.cl (NULL-terminated, 5). */
+extern const char *const flashcl_wgmma_backward_prelude[6];
+
 #endif
