@@ -268,3 +268,177 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         }
     }
 }
+
+// ---- dQ ------------------------------------------------------------------------
+// flashcl_backward_wgmma_dq: the forward's shape (forward_wgmma.cl): each
+// warpgroup owns 64 query rows (wgmma's m) of one head and walks the keys,
+// BWQ_BLOCK_K at a time:
+//   S  = Q K^T    (Q and K by descriptor, K-major)
+//   dP = dO V^T   (dO and V likewise)
+//   dS = P * (dP - D), P = exp2(S scale log2(e) - LSE_log2[row]), masked
+//   dQ += dS K    (dS from registers as the forward's P; K by descriptor,
+//                  MN-major, as the forward's V)
+// and dQ is scaled once at the end. Q and dO (the work-group's rows) are
+// copied once; K and V blocks go to two stages, block j + 1 copied while j is
+// computed. Each dQ row has one owner: no atomics, fixed order.
+// Macros taken (host -D): BWQ_WARPGROUPS (64 * BWQ_WARPGROUPS query rows per
+// work-group), BWQ_BLOCK_K (keys per step: 32, 64, 96 or 128).
+#ifdef BWQ_WARPGROUPS
+#ifndef BWQ_BLOCK_K
+#define BWQ_BLOCK_K 64
+#endif
+#if BWQ_BLOCK_K != 32 && BWQ_BLOCK_K != 64 && BWQ_BLOCK_K != 96 && BWQ_BLOCK_K != 128
+#error "BWQ_BLOCK_K must be 32, 64, 96 or 128"
+#endif
+#undef WG_SIZE
+#define WG_SIZE (128 * BWQ_WARPGROUPS)
+#define BWQ_ROWS (64 * BWQ_WARPGROUPS)
+#define BWQ_S_REGS (BWQ_BLOCK_K / 2)
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_wgmma_dq(
+    __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
+    __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
+    __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
+    __global const storage_t *dout, ulong do_offset, ulong do_stride_b, ulong do_stride_h, ulong do_stride_s,
+    __global const float *lse, ulong lse_offset, ulong lse_stride_b, ulong lse_stride_h, ulong lse_stride_s,
+    __global const float *delta, __global storage_t *dq, ulong dq_offset, ulong dq_stride_b, ulong dq_stride_h,
+    ulong dq_stride_s, int heads_q, int group_size, int seqlen_q, int seqlen_k, float scale,
+    int causal FLASHCL_SCORE_MOD_PARAMS FLASHCL_BIAS_PARAMS FLASHCL_DBIAS_PARAMS) {
+    __local uchar q_tile[BW_TILE_BYTES(BWQ_ROWS)] __attribute__((aligned(128)));
+    __local uchar do_tile[BW_TILE_BYTES(BWQ_ROWS)] __attribute__((aligned(128)));
+    __local uchar k_tiles[2][BW_TILE_BYTES(BWQ_BLOCK_K)] __attribute__((aligned(128)));
+    __local uchar v_tiles[2][BW_TILE_BYTES(BWQ_BLOCK_K)] __attribute__((aligned(128)));
+
+    const int lid = (int)get_local_id(0);
+    const int warpgroup = lid / 128, warp = (lid % 128) / 32, lane = lid % 32;
+    const int g = lane >> 2, t = lane & 3;
+    // Causal groups near the end of the sequence have the most keys: they
+    // start first so the short ones fill the tail.
+    const int q0 = ((int)get_num_groups(0) - 1 - (int)get_group_id(0)) * BWQ_ROWS;
+    const int bh = (int)get_group_id(1);
+    const int b = bh / heads_q;
+    const int h = bh - b * heads_q;
+    const int hk = h / group_size;
+    const ulong q_base = q_offset + (ulong)b * q_stride_b + (ulong)h * q_stride_h;
+    const ulong do_base = do_offset + (ulong)b * do_stride_b + (ulong)h * do_stride_h;
+    const ulong k_base = k_offset + (ulong)b * k_stride_b + (ulong)hk * k_stride_h;
+    const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
+    const ulong lse_base = lse_offset + (ulong)b * lse_stride_b + (ulong)h * lse_stride_h;
+    const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)h) * (ulong)seqlen_q;
+    const int wg_row0 = q0 + warpgroup * 64;
+    const int row_top = wg_row0 + warp * 16 + g, row_bottom = row_top + 8;
+    const float scale2 = scale * M_LOG2E_F;
+    const float lse_top = lse_log2(lse, lse_base + (ulong)row_top * lse_stride_s, row_top < seqlen_q);
+    const float lse_bottom = lse_log2(lse, lse_base + (ulong)row_bottom * lse_stride_s, row_bottom < seqlen_q);
+    const float delta_top = row_top < seqlen_q ? delta[delta_base + (ulong)row_top] : 0.0f;
+    const float delta_bottom = row_bottom < seqlen_q ? delta[delta_base + (ulong)row_bottom] : 0.0f;
+
+    const int diagonal = seqlen_k - seqlen_q;
+    int key_end = seqlen_k;
+    if (causal) key_end = clamp(q0 + BWQ_ROWS + diagonal, 0, seqlen_k);
+    const int blocks = (key_end + BWQ_BLOCK_K - 1) / BWQ_BLOCK_K;
+
+    float dq_acc[BW_ACC_REGS], s[BWQ_S_REGS], dp[BWQ_S_REGS];
+    UNROLL_ALWAYS
+    for (int i = 0; i < BW_ACC_REGS; ++i) dq_acc[i] = 0.0f;
+    UNROLL_ALWAYS
+    for (int i = 0; i < BWQ_S_REGS; ++i) s[i] = dp[i] = 0.0f;
+
+    // This warpgroup's 64 rows of Q and dO (A, K-major); each stage's K and V
+    // K-major (B of S, dP) and K MN-major (B of dQ += dS K).
+    const ulong q_desc = wg_descriptor(SHARED_ADDRESS(q_tile + warpgroup * BW_TILE_BYTES(64)), 128, BW_GROUP_BYTES);
+    const ulong do_desc = wg_descriptor(SHARED_ADDRESS(do_tile + warpgroup * BW_TILE_BYTES(64)), 128, BW_GROUP_BYTES);
+    const ulong k_desc0 = wg_descriptor(SHARED_ADDRESS(k_tiles[0]), 128, BW_GROUP_BYTES);
+    const ulong v_desc0 = wg_descriptor(SHARED_ADDRESS(v_tiles[0]), 128, BW_GROUP_BYTES);
+    const ulong k_mn0 = wg_descriptor(SHARED_ADDRESS(k_tiles[0]), BW_GROUP_BYTES, 128);
+    const ulong k_stage_units = (ulong)(SHARED_ADDRESS(k_tiles[1]) - SHARED_ADDRESS(k_tiles[0])) >> 4;
+    const ulong v_stage_units = (ulong)(SHARED_ADDRESS(v_tiles[1]) - SHARED_ADDRESS(v_tiles[0])) >> 4;
+
+    if (blocks > 0) {
+        WG_FETCH_TILE(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BWQ_ROWS, HEAD_DIM);
+        WG_FETCH_TILE(do_tile, dout, do_base, do_stride_s, q0, seqlen_q, BWQ_ROWS, HEAD_DIM);
+        WG_FETCH_TILE(k_tiles[0], k, k_base, k_stride_s, 0, seqlen_k, BWQ_BLOCK_K, HEAD_DIM);
+        WG_FETCH_TILE(v_tiles[0], v, v_base, v_stride_s, 0, seqlen_k, BWQ_BLOCK_K, HEAD_DIM);
+        COPY_COMMIT();
+    }
+    for (int j = 0; j < blocks; ++j) {
+        const int k0 = j * BWQ_BLOCK_K;
+        const int stage = j & 1;
+        // Block j (and Q, dO) has landed; every warpgroup is done with block
+        // j - 1, whose stage block j + 1 now fills.
+        COPY_WAIT(0);
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (j + 1 < blocks) {
+            WG_FETCH_TILE(k_tiles[stage ^ 1], k, k_base, k_stride_s, k0 + BWQ_BLOCK_K, seqlen_k, BWQ_BLOCK_K,
+                          HEAD_DIM);
+            WG_FETCH_TILE(v_tiles[stage ^ 1], v, v_base, v_stride_s, k0 + BWQ_BLOCK_K, seqlen_k, BWQ_BLOCK_K,
+                          HEAD_DIM);
+            COPY_COMMIT();
+        }
+        const ulong k_desc = k_desc0 + (stage ? k_stage_units : 0);
+        const ulong v_desc = v_desc0 + (stage ? v_stage_units : 0);
+        const ulong k_mn = k_mn0 + (stage ? k_stage_units : 0);
+
+        WGMMA_FENCE();
+        UNROLL_ALWAYS
+        for (int d = 0; d < HEAD_DIM / 16; ++d) WGMMA_SS(BWQ_BLOCK_K, s, q_desc + 16 * d, k_desc + 16 * d, d > 0);
+        WGMMA_COMMIT();
+        UNROLL_ALWAYS
+        for (int d = 0; d < HEAD_DIM / 16; ++d) WGMMA_SS(BWQ_BLOCK_K, dp, do_desc + 16 * d, v_desc + 16 * d, d > 0);
+        WGMMA_COMMIT();
+
+        // P while dP is in flight: keys past seqlen_k (zero K rows) and past
+        // the causal diagonal hidden (a uniform test per warpgroup).
+        WGMMA_WAIT1(BWQ_BLOCK_K, s);
+        const bool masked = k0 + BWQ_BLOCK_K > seqlen_k || (causal && k0 + BWQ_BLOCK_K - 1 > wg_row0 + diagonal);
+        UNROLL_ALWAYS
+        for (int n = 0; n < BWQ_BLOCK_K / 8; ++n) {
+            float p0 = EXP2(fma(s[4 * n], scale2, -lse_top));
+            float p1 = EXP2(fma(s[4 * n + 1], scale2, -lse_top));
+            float p2 = EXP2(fma(s[4 * n + 2], scale2, -lse_bottom));
+            float p3 = EXP2(fma(s[4 * n + 3], scale2, -lse_bottom));
+            if (masked) {
+                const int col = k0 + n * 8 + 2 * t;
+                const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;
+                if (left_out || (causal && col > row_top + diagonal)) p0 = 0.0f;
+                if (right_out || (causal && col + 1 > row_top + diagonal)) p1 = 0.0f;
+                if (left_out || (causal && col > row_bottom + diagonal)) p2 = 0.0f;
+                if (right_out || (causal && col + 1 > row_bottom + diagonal)) p3 = 0.0f;
+            }
+            s[4 * n] = p0;
+            s[4 * n + 1] = p1;
+            s[4 * n + 2] = p2;
+            s[4 * n + 3] = p3;
+        }
+        WGMMA_WAIT(BWQ_BLOCK_K, dp);
+        uint dsa[BWQ_BLOCK_K / 16][4];
+        UNROLL_ALWAYS
+        for (int n = 0; n < BWQ_BLOCK_K / 8; ++n) {
+            dsa[n / 2][(n % 2) * 2] =
+                pack2(s[4 * n] * (dp[4 * n] - delta_top), s[4 * n + 1] * (dp[4 * n + 1] - delta_top));
+            dsa[n / 2][(n % 2) * 2 + 1] =
+                pack2(s[4 * n + 2] * (dp[4 * n + 2] - delta_bottom), s[4 * n + 3] * (dp[4 * n + 3] - delta_bottom));
+        }
+        // dQ += dS K over BWQ_BLOCK_K / 16 k-steps of 16 keys.
+        WGMMA_FENCE();
+        UNROLL_ALWAYS
+        for (int kk = 0; kk < BWQ_BLOCK_K / 16; ++kk)
+            WGMMA_RS(HEAD_DIM, dq_acc, dsa[kk], k_mn + kk * (2 * BW_GROUP_BYTES / 16));
+        WGMMA_COMMIT();
+        WGMMA_WAIT_PV(HEAD_DIM, dq_acc, BWQ_BLOCK_K, dsa);
+    }
+
+    const ulong dq_base = dq_offset + (ulong)b * dq_stride_b + (ulong)h * dq_stride_h;
+    UNROLL_ALWAYS
+    for (int i = 0; i < BW_ACC_REGS / 4; ++i) {
+        const int col = i * 8 + 2 * t;
+        if (row_top < seqlen_q)
+            STORE_PAIR(dq, dq_base + (ulong)row_top * dq_stride_s + col, dq_acc[4 * i] * scale,
+                       dq_acc[4 * i + 1] * scale);
+        if (row_bottom < seqlen_q)
+            STORE_PAIR(dq, dq_base + (ulong)row_bottom * dq_stride_s + col, dq_acc[4 * i + 2] * scale,
+                       dq_acc[4 * i + 3] * scale);
+    }
+}
+#endif

@@ -109,7 +109,8 @@ static flashcl_status portable_tiles(const flashcl_device_caps *caps, const flas
 
 /* Program, kernels and build options of a flash plan. Never
  * -cl-fast-relaxed-math: the online softmax relies on exact -inf handling. */
-static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_exec_plan *plan) {
+static void flash_program(const flashcl_device_caps *caps, const flashcl_problem *p, int kv_alignment,
+                          flashcl_exec_plan *plan) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_plan *t = &plan->tiles;
     const int forward = p->pass == FLASHCL_PASS_FORWARD;
@@ -127,7 +128,14 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
         for (int i = 0; flashcl_wgmma_backward_prelude[i]; ++i) plan->prelude[i] = flashcl_wgmma_backward_prelude[i];
         plan->kernel_names[FLASHCL_KERNEL_DKDV] = "flashcl_backward_wgmma_dkdv";
         plan->kernel_names[FLASHCL_KERNEL_DQ] = "flashcl_backward_mma_dq";
-        flashcl_wgmma_backward_options(desc, t, &plan->dq_tiles, 1, plan->options, sizeof plan->options);
+        flashcl_plan wgmma_dq;
+        const int dq_wgmma = flashcl_wgmma_backward_dq_tiles(caps, desc, &wgmma_dq);
+        flashcl_wgmma_backward_options(desc, t, &plan->dq_tiles, dq_wgmma ? &wgmma_dq : NULL, 1, plan->options,
+                                       sizeof plan->options);
+        if (dq_wgmma) {
+            plan->kernel_names[FLASHCL_KERNEL_DQ] = "flashcl_backward_wgmma_dq";
+            plan->dq_tiles = wgmma_dq;
+        }
         return;
     }
     if (plan->sm90a) {
@@ -493,7 +501,7 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
         flashcl_status status = portable_tiles(caps, settings, problem, &plan->tiles, reason, reason_size);
         if (status != FLASHCL_SUCCESS) return status;
     }
-    flash_program(problem, problem->kv_alignment, plan);
+    flash_program(caps, problem, problem->kv_alignment, plan);
     flash_launch(caps, problem, plan);
     flashcl_status status = portable_splits(caps, settings, problem, plan, reason, reason_size);
     if (status != FLASHCL_SUCCESS) return status;

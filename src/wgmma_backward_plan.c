@@ -14,11 +14,21 @@ const char *const flashcl_wgmma_backward_prelude[6] = {"mma.cl",   "mma_nvidia.c
 
 /* The dK/dV kernel's tiles by head dim (64, 128): warpgroups of 64 keys per work-group (each Q and dO step is
  * shared by them) and queries per step (S^T's and dP^T's registers, block_q / 2 floats each per work-item, beside
- * dK's and dV's head_dim / 2 each). */
+ * dK's and dV's head_dim / 2 each). On the H200 (docs/perf.md, "wgmma backward (issue 22)", run 2: f16 fwd+bwd,
+ * N 2048 / 8192, dQ on mma.sync) d64 2 x 128 gave 182.9 / 205.6 TFLOP/s (3 x 64 178.7 / 209.4, 2 x 64 170.4 /
+ * 191.8, 1 x 64 161.3 / 174.3, 2 x 32 148.2 / 165.7; mma.sync 159.6 / 176.3), d128 2 x 64 197.6 / 225.6 (2 x 32
+ * 180.6 / 206.6, 1 x 64 183.5 / 201.2, 2 x 128 171.5 / 191.7, 3 x 64 160.2 / 178.1; mma.sync 163.2 / 179.0). */
 typedef struct wgmma_bwd_tiles {
     int warpgroups, block_q;
 } wgmma_bwd_tiles;
-static const wgmma_bwd_tiles bwd_defaults[2] = {{2, 64}, {2, 32}};
+static const wgmma_bwd_tiles bwd_defaults[2] = {{2, 128}, {2, 64}};
+/* The dQ kernel's (cl/backward_wgmma.cl flashcl_backward_wgmma_dq) by head dim and mask (not causal, causal):
+ * warpgroups of 64 query rows and keys per step; 0 warpgroups would put dQ on backward_mma.cl's mma.sync kernel
+ * (FLASHCL_WGMMA_BWD_DQ=0,64 in experiment builds). Run 3 on the H200 (f16 fwd+bwd, N 2048 / 8192, with the dK/dV
+ * tiles above): d64 2 x 128 192.4 / 214.4 (2 x 64 187.5 / 212.4; dQ on mma.sync 183.8 / 207.4), causal 2 x 64
+ * 160.6 / 202.0 (2 x 128 157.0 / 205.0; mma.sync 154.8 / 191.9); d128 3 x 64 237.5 / 273.9 (2 x 64 224.3 / 253.8;
+ * mma.sync 198.0 / 224.9), causal 187.5 / 251.8 (2 x 64 177.2 / 235.7; mma.sync 164.5 / 207.1). */
+static const wgmma_bwd_tiles dq_defaults[2][2] = {{{2, 128}, {2, 64}}, {{3, 64}, {3, 64}}};
 
 /* Static local memory: K and V of the work-group's keys, two stages of Q and dO, 16-bit values; two stages of LSE
  * and D floats; 128 bytes of alignment for each of the four tile arrays. */
@@ -27,11 +37,41 @@ static size_t bwd_local_bytes(int head_dim, int warpgroups, int block_q) {
            4 * 128;
 }
 
-/* Where the default mode runs it: nowhere until the H100 has measured it faster than the mma.sync backward
- * (docs/perf.md, "wgmma backward (issue 22)"); FLASHCL_WGMMA_ON runs it wherever it applies. */
+/* The dQ kernel's static local memory: Q and dO of the work-group's rows, two stages of K and V blocks. */
+static size_t dq_local_bytes(int head_dim, int warpgroups, int block_k) {
+    return (size_t)head_dim * 2 * (2 * 64 * (size_t)warpgroups + 4 * (size_t)block_k) + 4 * 128;
+}
+
+static size_t static_capacity(const flashcl_device_caps *caps) {
+    return caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes ? caps->limits.static_local_mem_bytes
+                                                                               : caps->limits.local_mem_bytes;
+}
+
+int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flashcl_attention_desc *desc,
+                                    flashcl_plan *tiles) {
+    wgmma_bwd_tiles chosen = dq_defaults[desc->head_dim == 128][desc->causal != 0];
+#ifdef FLASHCL_MMA_EXPERIMENT
+    const char *forced = getenv("FLASHCL_WGMMA_BWD_DQ");
+    int fw, fk;
+    if (forced && sscanf(forced, "%d,%d", &fw, &fk) == 2 && fw >= 0 && fw <= 3 && fk >= 32 && fk <= 128 &&
+        fk % 32 == 0)
+        chosen = (wgmma_bwd_tiles){fw, fk};
+#endif
+    if (chosen.warpgroups == 0) return 0;
+    const size_t wg_size = (size_t)chosen.warpgroups * 128;
+    const size_t local = dq_local_bytes(desc->head_dim, chosen.warpgroups, chosen.block_q);
+    if (wg_size > caps->limits.max_work_group_size || local > static_capacity(caps)) return 0;
+    /* block_q the keys per step, block_k the query rows a work-group owns. */
+    *tiles = (flashcl_plan){chosen.block_q, chosen.warpgroups * 64, chosen.warpgroups * 4, 32, wg_size, local};
+    return 1;
+}
+
+/* Where the default mode runs it: wherever it applies (dense f16/bf16, d64 and d128, causal or not), all
+ * measured faster than the mma.sync backward on the H200 (docs/perf.md, "wgmma backward (issue 22)": f16 fwd+bwd
+ * 1.22-1.53x at N 2048 / 8192, run 3; bf16 in run 4). */
 static int bwd_measured_faster(const flashcl_attention_desc *desc) {
     (void)desc;
-    return 0;
+    return 1;
 }
 
 int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, const flashcl_attention_desc *desc,
@@ -46,6 +86,9 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
     if (views_alignment % 8 != 0) return 0;
     wgmma_bwd_tiles chosen = bwd_defaults[desc->head_dim == 128];
 #ifdef FLASHCL_MMA_EXPERIMENT
+    /* A/B timing: the backward alone back on mma.sync, the forward unchanged. */
+    const char *backward = getenv("FLASHCL_WGMMA_BACKWARD");
+    if (backward && strcmp(backward, "0") == 0) return 0;
     const char *forced = getenv("FLASHCL_WGMMA_BWD_TILES");
     int fw, fq;
     if (forced && sscanf(forced, "%d,%d", &fw, &fq) == 2 && fw >= 1 && fw <= 3 && fq >= 32 && fq <= 128 &&
@@ -54,10 +97,7 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
 #endif
     const size_t wg_size = (size_t)chosen.warpgroups * 128;
     const size_t local = bwd_local_bytes(desc->head_dim, chosen.warpgroups, chosen.block_q);
-    const size_t capacity = caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes
-                                ? caps->limits.static_local_mem_bytes
-                                : caps->limits.local_mem_bytes;
-    if (wg_size > caps->limits.max_work_group_size || local > capacity) return 0;
+    if (wg_size > caps->limits.max_work_group_size || local > static_capacity(caps)) return 0;
     /* As the mma.sync kernels report theirs: block_q the streamed step, block_k the rows a work-group owns
      * (keys), threads_q the warps (16 keys each), threads_k their width. */
     *tiles = (flashcl_plan){chosen.block_q, chosen.warpgroups * 64, chosen.warpgroups * 4, 32, wg_size, local};
@@ -65,12 +105,17 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
 }
 
 void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const flashcl_plan *dkdv,
-                                    const flashcl_plan *dq, int mma_ptx, char *options, size_t size) {
+                                    const flashcl_plan *mma_dq, const flashcl_plan *wgmma_dq, int mma_ptx,
+                                    char *options, size_t size) {
     /* backward_mma.cl's macros for its dQ kernel (as dispatch.c builds them for the mma.sync backward), then the
-     * dK/dV kernel's. */
+     * dK/dV kernel's, then the wgmma dQ kernel's where it runs (its kernel is compiled only then). */
     snprintf(options, size,
              "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DWARPS=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DFLASHCL_MMA_PTX=%d "
              "-DBW_WARPGROUPS=%d -DBW_BLOCK_Q=%d",
-             (int)desc->dtype, desc->head_dim, dq->threads_q, dq->block_q, dq->block_q, mma_ptx, dkdv->threads_q / 4,
-             dkdv->block_q);
+             (int)desc->dtype, desc->head_dim, mma_dq->threads_q, mma_dq->block_q, mma_dq->block_q, mma_ptx,
+             dkdv->threads_q / 4, dkdv->block_q);
+    const size_t used = strlen(options);
+    if (wgmma_dq && used < size)
+        snprintf(options + used, size - used, " -DBWQ_WARPGROUPS=%d -DBWQ_BLOCK_K=%d", wgmma_dq->threads_q / 4,
+                 wgmma_dq->block_q);
 }

@@ -51,10 +51,17 @@ extern const char *const flashcl_wgmma_prelude[5];
 int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, const flashcl_attention_desc *desc,
                                    const flashcl_features *features, int views_alignment, flashcl_plan *tiles);
 
-/* The program's -D options: the dQ kernel's (dq, the mma.sync backward's tiles; mma_ptx its backend's
- * FLASHCL_MMA_PTX) and the dK/dV kernel's (dkdv). */
+/* 1 if the Hopper backward's dQ runs on wgmma too (cl/backward_wgmma.cl flashcl_backward_wgmma_dq), with its
+ * tiles in *tiles (block_q the keys per step, block_k the query rows a work-group owns, threads_q its warps);
+ * 0: on backward_mma.cl's mma.sync dQ kernel. */
+int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flashcl_attention_desc *desc,
+                                    flashcl_plan *tiles);
+
+/* The program's -D options: backward_mma.cl's (mma_dq, the mma.sync backward's tiles; mma_ptx its backend's
+ * FLASHCL_MMA_PTX), the dK/dV kernel's (dkdv) and, where dQ runs on wgmma (wgmma_dq not NULL), its kernel's. */
 void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const flashcl_plan *dkdv,
-                                    const flashcl_plan *dq, int mma_ptx, char *options, size_t size);
+                                    const flashcl_plan *mma_dq, const flashcl_plan *wgmma_dq, int mma_ptx,
+                                    char *options, size_t size);
 
 /* The cl/ files placed before backward_wgmma.cl (NULL-terminated, 5). */
 extern const char *const flashcl_wgmma_backward_prelude[6];

@@ -1,5 +1,5 @@
-/* test_backward_wgmma.c: the Hopper backward (cl/backward_wgmma.cl's dK/dV kernel on warpgroup MMA, with
- * cl/backward_mma.cl's dQ kernel in the same sm_90a program) against the double reference. With FLASHCL_WGMMA=1,
+/* test_backward_wgmma.c: the Hopper backward (cl/backward_wgmma.cl: dK/dV and dQ on warpgroup MMA, one sm_90a
+ * program) against the double reference. With FLASHCL_WGMMA=1,
  * on an NVIDIA GPU of compute capability 9.0 every backward call of the sweep must run it (call stats: backend
  * "nvidia-wgmma", program backward_wgmma.cl) and be right; everywhere else (POCL, rusticl) the same calls must run
  * another kernel and be right: the fallback. Calls it does not take (FLASHCL_WGMMA=0, float storage, a head dim it
@@ -101,15 +101,24 @@ START_TEST(test_bfloat16_sweep) {
 }
 END_TEST
 
-/* Calls the wgmma backward does not take run another kernel, still right: FLASHCL_WGMMA=0, the default mode
- * (not measured faster yet), a head dim it has no tiles for (96), rows not 16-byte aligned (offset 4). */
+/* The default mode (FLASHCL_WGMMA unset or neither 0 nor 1) runs it where it applies: measured faster. */
+START_TEST(test_default_mode) {
+    const bwd_case c = {"default mode 100x130 d128 causal", {1, 2, 2, 100, 130, 128, 1, 0.0f, 1.0f}, BHSD, 0};
+    flashcl_context *ctx = wgmma_context("2");
+    bwd_check_storage(ctx, &c, FLASHCL_DTYPE_F16, STORAGE_ULPS);
+    expect_backend(ctx, c.name, is_sm90(ctx));
+    flashcl_context_free(ctx);
+}
+END_TEST
+
+/* Calls the wgmma backward does not take run another kernel, still right: FLASHCL_WGMMA=0, a head dim it has no
+ * tiles for (96), rows not 16-byte aligned (offset 4). */
 START_TEST(test_not_taken) {
     bwd_case c = {"", {1, 2, 2, 100, 130, 64, 1, 0.0f, 1.0f}, BHSD, 0};
-    flashcl_context *ctx = wgmma_context(_i == 0 ? "0" : _i == 1 ? "2" : "1");
+    flashcl_context *ctx = wgmma_context(_i == 0 ? "0" : "1");
     switch (_i) {
     case 0: c.name = "FLASHCL_WGMMA=0"; break;
-    case 1: c.name = "default mode"; break;
-    case 2: c.name = "head_dim 96", c.shape.head_dim = 96; break;
+    case 1: c.name = "head_dim 96", c.shape.head_dim = 96; break;
     default: c.name = "offset 4", c.layout = BSHD, c.offset = 4; break;
     }
     bwd_check_storage(ctx, &c, FLASHCL_DTYPE_F16, STORAGE_ULPS);
@@ -124,7 +133,8 @@ static Suite *wgmma_suite(void) {
     tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_half_sweep, 0, SWEEP_COUNT);
     tcase_add_loop_test(tc, test_bfloat16_sweep, 0, SWEEP_COUNT);
-    tcase_add_loop_test(tc, test_not_taken, 0, 4);
+    tcase_add_test(tc, test_default_mode);
+    tcase_add_loop_test(tc, test_not_taken, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }
