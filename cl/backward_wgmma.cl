@@ -1,12 +1,12 @@
-// backward_wgmma.cl: the dK/dV kernel of the backward pass on Hopper's
+// backward_wgmma.cl: the backward pass's dK/dV and dQ kernels on Hopper's
 // warpgroup matrix instructions (wgmma, sm_90a; issue 22, item 3), for 16-bit
 // storage (half, bfloat16) and head dims 64 and 128, dense, causal or not.
 // Placed after mma.cl, mma_nvidia.cl, mma_operands.cl, wgmma.cl and
-// backward_mma.cl (whose flashcl_backward_mma_dq computes dQ in the same
-// program, on mma.sync, and whose lse_log2 this file uses); built only
-// through the second compile step (src/program_sm90a.c), so only on an
-// H100-class GPU. D = rowsum(dO * O) comes from cl/backward_delta.cl, as for
-// the mma.sync kernels.
+// backward_mma.cl (whose lse_log2 this file uses, and whose
+// flashcl_backward_mma_dq computes dQ on mma.sync where the host leaves out
+// BWQ_WARPGROUPS); built only through the second compile step
+// (src/program_sm90a.c), so only on an H100-class GPU. D = rowsum(dO * O)
+// comes from cl/backward_delta.cl, as for the mma.sync kernels.
 //
 // Macros taken (host passes them with -D):
 //   HEAD_DIM        64 or 128

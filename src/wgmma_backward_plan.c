@@ -1,5 +1,5 @@
-/* wgmma_backward_plan.c: when the Hopper backward (cl/backward_wgmma.cl's dK/dV kernel on wgmma, beside
- * cl/backward_mma.cl's dQ kernel on mma.sync in one sm_90a program) applies, and its tiles and options. */
+/* wgmma_backward_plan.c: when the Hopper backward (cl/backward_wgmma.cl: dK/dV and dQ on wgmma, one sm_90a program)
+ * applies, and its tiles and options. */
 #include "wgmma_plan.h"
 
 #include <stdio.h>
@@ -8,14 +8,16 @@
 
 #include "program_sm90a.h"
 
-/* backward_mma.cl comes before backward_wgmma.cl: its dQ kernel and its lse_log2 are the program's too. */
+/* backward_mma.cl comes before backward_wgmma.cl: its lse_log2 is the program's too, and its dQ kernel runs where
+ * dQ is put back on mma.sync (FLASHCL_WGMMA_BWD_DQ=0,64 in experiment builds). Its kernels are compiled into the
+ * program either way (a longer first build, cached like any program's). */
 const char *const flashcl_wgmma_backward_prelude[6] = {"mma.cl",   "mma_nvidia.cl",   "mma_operands.cl",
                                                        "wgmma.cl", "backward_mma.cl", NULL};
 
 /* The dK/dV kernel's tiles by head dim (64, 128): warpgroups of 64 keys per work-group (each Q and dO step is
  * shared by them) and queries per step (S^T's and dP^T's registers, block_q / 2 floats each per work-item, beside
- * dK's and dV's head_dim / 2 each). On the H200 (docs/perf.md, "wgmma backward (issue 22)", run 2: f16 fwd+bwd,
- * N 2048 / 8192, dQ on mma.sync) d64 2 x 128 gave 182.9 / 205.6 TFLOP/s (3 x 64 178.7 / 209.4, 2 x 64 170.4 /
+ * dK's and dV's head_dim / 2 each). On the H200 (docs/perf.md, "wgmma backward (issue 22, item 3)", run 2: f16
+ * fwd+bwd, N 2048 / 8192, dQ on mma.sync) d64 2 x 128 gave 182.9 / 205.6 TFLOP/s (3 x 64 178.7 / 209.4, 2 x 64 170.4 /
  * 191.8, 1 x 64 161.3 / 174.3, 2 x 32 148.2 / 165.7; mma.sync 159.6 / 176.3), d128 2 x 64 197.6 / 225.6 (2 x 32
  * 180.6 / 206.6, 1 x 64 183.5 / 201.2, 2 x 128 171.5 / 191.7, 3 x 64 160.2 / 178.1; mma.sync 163.2 / 179.0). */
 typedef struct wgmma_bwd_tiles {
@@ -66,9 +68,10 @@ int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flash
     return 1;
 }
 
-/* Where the default mode runs it: wherever it applies (dense f16/bf16, d64 and d128, causal or not), all
- * measured faster than the mma.sync backward on the H200 (docs/perf.md, "wgmma backward (issue 22)": f16 fwd+bwd
- * 1.22-1.53x at N 2048 / 8192, run 3; bf16 in run 4). */
+/* Where the default mode runs it: wherever it applies (dense f16/bf16, d64 and d128, causal or not), all measured
+ * faster than the mma.sync backward with the same forward (docs/perf.md, "wgmma backward (issue 22, item 3)"):
+ * fwd+bwd at N 2048 / 8192 1.11-1.54x on the H100 (run 5; the backward alone 1.15-1.71x), 1.13-1.54x on an H200
+ * (run 4); the least at d64 causal N 2048. */
 static int bwd_measured_faster(const flashcl_attention_desc *desc) {
     (void)desc;
     return 1;

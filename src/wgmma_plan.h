@@ -1,5 +1,6 @@
-/* wgmma_plan.h: the Hopper forward (cl/forward_wgmma.cl, warpgroup MMA through the sm_90a compile step) in the
- * dispatcher: when a call may run it, its tiles and its build options. Pure: no OpenCL call. */
+/* wgmma_plan.h: the Hopper forward (cl/forward_wgmma.cl, warpgroup MMA through the sm_90a compile step; wgmma_plan.c)
+ * and backward (cl/backward_wgmma.cl; wgmma_backward_plan.c) in the dispatcher: when a call may run them, their
+ * tiles and their build options. Pure: no OpenCL call. */
 #ifndef FLASHCL_WGMMA_PLAN_H
 #define FLASHCL_WGMMA_PLAN_H
 
@@ -7,12 +8,13 @@
 #include "device_caps.h"
 #include "mma_backends.h"
 
-/* When a context runs the Hopper forward (flashcl_settings.wgmma; context.c reads FLASHCL_WGMMA): never (0, also
- * what a zeroed settings struct says), wherever it applies (1, FLASHCL_WGMMA=1: tests and A/B timing), or where
- * it applies and was measured faster than the mma.sync kernel (2, the default: head_dim 64, causal or not, on the
- * one-block-at-a-time kernel, 2 warpgroups x 128 keys; head_dim 128, causal or not, on the pipelined one
- * (WG_PIPELINE), 3 warpgroups x 64 keys; the score modifiers and the bias at head_dim 128 only, a bias only staged;
- * docs/perf.md "wgmma forward (issue 22)" and "Score modifiers on the wgmma forward" have the H100's times). */
+/* When a context runs the Hopper forward and backward (flashcl_settings.wgmma; context.c reads FLASHCL_WGMMA):
+ * never (0, also what a zeroed settings struct says), wherever they apply (1, FLASHCL_WGMMA=1: tests and A/B
+ * timing), or where they apply and were measured faster than the mma.sync kernels (2, the default). The forward's
+ * default: head_dim 64, causal or not, on the one-block-at-a-time kernel, 2 warpgroups x 128 keys; head_dim 128,
+ * causal or not, on the pipelined one (WG_PIPELINE), 3 warpgroups x 64 keys; the score modifiers and the bias at
+ * head_dim 128 only, a bias only staged (docs/perf.md "wgmma forward (issue 22)" and "Score modifiers on the wgmma
+ * forward"). The backward's: every dense call it takes (docs/perf.md "wgmma backward (issue 22, item 3)"). */
 enum { FLASHCL_WGMMA_OFF = 0, FLASHCL_WGMMA_ON = 1, FLASHCL_WGMMA_AUTO = 2 };
 
 /* The backend row the wgmma forward reports (flashcl_call_stats.backend "nvidia-wgmma"); its kind is

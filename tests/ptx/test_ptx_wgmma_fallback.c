@@ -1,9 +1,10 @@
-/* test_ptx_wgmma_fallback.c: a call the wgmma forward (or backward) would take, whose sm_90a program cannot be built, is planned
- * on the mma.sync kernel instead (src/call_plan.c), with the reason in flashcl_last_build_log. The failure is
- * forced: the kernels come from a directory of the test's own whose forward_wgmma.cl marks an instruction ptxas does
- * not know (on an H100 the rewrite accepts it and the rebuild fails); on any other device the context's caps are
- * made to claim compute capability 9.0, so the dispatcher picks the wgmma forward and its sm_90 build from source
- * fails there (inline PTX). Either way the fallback path itself runs. */
+/* test_ptx_wgmma_fallback.c: a call the wgmma forward (or backward) would take, whose sm_90a program cannot be
+ * built, is planned on the mma.sync kernels instead (src/call_plan.c), with the reason in flashcl_last_build_log.
+ * The failure is forced: the kernels come from a directory of the test's own whose wgmma.cl (placed before
+ * forward_wgmma.cl and backward_wgmma.cl) marks an instruction ptxas does not know (on an H100 the rewrite accepts
+ * it and the rebuild fails); on any other device the context's caps are made to claim compute capability 9.0, so
+ * the dispatcher picks the wgmma kernels and their sm_90 build from source fails there (inline PTX). Either way the
+ * fallback path itself runs. */
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
