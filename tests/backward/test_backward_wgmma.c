@@ -2,7 +2,7 @@
  * program) against the double reference. With FLASHCL_WGMMA=1,
  * on an NVIDIA GPU of compute capability 9.0 every backward call of the sweep must run it (call stats: backend
  * "nvidia-wgmma", program backward_wgmma.cl) and be right; everywhere else (POCL, rusticl) the same calls must run
- * another kernel and be right: the fallback. Calls it does not take (FLASHCL_WGMMA=0, float storage, a head dim it
+ * another kernel and be right: the fallback; two identical calls give the same bits. Calls it does not take (FLASHCL_WGMMA=0, float storage, a head dim it
  * has no tiles for, rows not 16-byte aligned) never run it. */
 #include <check.h>
 #include <stdio.h>
@@ -101,6 +101,61 @@ START_TEST(test_bfloat16_sweep) {
 }
 END_TEST
 
+/* The same inputs give the same bits (each gradient row has one owner, no atomics): f16, a causal GQA case with
+ * several query blocks and key blocks per work-group, backward twice over poisoned gradients, buffers compared
+ * byte for byte. */
+START_TEST(test_repeatable) {
+    const bwd_case c = {"repeat 300x260 d64 causal gqa", {2, 4, 2, 300, 260, _i ? 128 : 64, 1, 0.0f, 1.0f}, BHSD, 0};
+    const ts_case *sh = &c.shape;
+    flashcl_context *ctx = wgmma_context("1");
+    const int sm90 = is_sm90(ctx);
+    bwd_host h;
+    bwd_host_alloc(&c, 23, &h);
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    const ts_placement place = {c.layout, c.offset, 0};
+    const size_t B = (size_t)sh->batch, Hq = (size_t)sh->heads_q, Hkv = (size_t)sh->heads_kv;
+    const size_t Sq = (size_t)sh->seqlen_q, Sk = (size_t)sh->seqlen_k, D = (size_t)sh->head_dim;
+    const flashcl_dtype dt = FLASHCL_DTYPE_F16;
+    ts_tensor q, k, v, dout, o, lse, grads[2][3];
+    ts_tensor_create(&q, context, &place, B, Hq, Sq, D, dt, h.q);
+    ts_tensor_create(&k, context, &place, B, Hkv, Sk, D, dt, h.k);
+    ts_tensor_create(&v, context, &place, B, Hkv, Sk, D, dt, h.v);
+    ts_tensor_create(&dout, context, &place, B, Hq, Sq, D, dt, h.dout);
+    ts_tensor_create(&o, context, &place, B, Hq, Sq, D, dt, NULL);
+    ts_tensor_create(&lse, context, &place, B, Hq, Sq, 1, FLASHCL_DTYPE_F32, NULL);
+    flashcl_attention_desc desc;
+    bwd_desc(&c, &desc);
+    desc.dtype = dt;
+    ck_assert_msg(flashcl_forward(ctx, &desc, &q.view, &k.view, &v.view, &o.view, &lse.view, 0, NULL, NULL) ==
+                      FLASHCL_SUCCESS,
+                  "%s", flashcl_last_error(ctx));
+    for (int r = 0; r < 2; ++r) {
+        ts_tensor_create(&grads[r][0], context, &place, B, Hq, Sq, D, dt, NULL);
+        ts_tensor_create(&grads[r][1], context, &place, B, Hkv, Sk, D, dt, NULL);
+        ts_tensor_create(&grads[r][2], context, &place, B, Hkv, Sk, D, dt, NULL);
+        ck_assert_msg(flashcl_backward(ctx, &desc, &q.view, &k.view, &v.view, &o.view, &lse.view, &dout.view,
+                                       &grads[r][0].view, &grads[r][1].view, &grads[r][2].view, 0, NULL,
+                                       NULL) == FLASHCL_SUCCESS,
+                      "%s", flashcl_last_error(ctx));
+        expect_backend(ctx, c.name, sm90);
+        for (int g = 0; g < 3; ++g) ts_tensor_read(queue, &grads[r][g]);
+    }
+    static const char *const names[3] = {"dq", "dk", "dv"};
+    for (int g = 0; g < 3; ++g) {
+        ts_assert_written_exactly(&grads[0][g], names[g]);
+        ck_assert_msg(memcmp(grads[0][g].image, grads[1][g].image, grads[0][g].capacity * grads[0][g].elem_size) == 0,
+                      "%s d%d: %s differs between two identical calls", c.name, (int)D, names[g]);
+    }
+    for (int r = 0; r < 2; ++r)
+        for (int g = 0; g < 3; ++g) ts_tensor_free(&grads[r][g]);
+    ts_tensor_free(&q), ts_tensor_free(&k), ts_tensor_free(&v), ts_tensor_free(&dout), ts_tensor_free(&o);
+    ts_tensor_free(&lse);
+    bwd_host_free(&h);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* The default mode (FLASHCL_WGMMA unset or neither 0 nor 1) runs it where it applies: measured faster. */
 START_TEST(test_default_mode) {
     const bwd_case c = {"default mode 100x130 d128 causal", {1, 2, 2, 100, 130, 128, 1, 0.0f, 1.0f}, BHSD, 0};
@@ -133,6 +188,7 @@ static Suite *wgmma_suite(void) {
     tcase_set_timeout(tc, TS_CASE_TIMEOUT);
     tcase_add_loop_test(tc, test_half_sweep, 0, SWEEP_COUNT);
     tcase_add_loop_test(tc, test_bfloat16_sweep, 0, SWEEP_COUNT);
+    tcase_add_loop_test(tc, test_repeatable, 0, 2);
     tcase_add_test(tc, test_default_mode);
     tcase_add_loop_test(tc, test_not_taken, 0, 3);
     suite_add_tcase(s, tc);
