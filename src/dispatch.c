@@ -123,7 +123,8 @@ static void flash_program(const flashcl_device_caps *caps, const flashcl_problem
                  desc->head_dim);
     }
     if (plan->sm90a && !forward) {
-        /* dK/dV on wgmma, dQ on mma.sync (its tiles dq_tiles), one sm_90a program (wgmma_backward_plan.c). */
+        /* dK/dV on wgmma, dQ on wgmma too (or, where its tiles say so, on backward_mma.cl's mma.sync kernel with
+         * the mma.sync backend's tiles, which dq_tiles holds here), one sm_90a program (wgmma_backward_plan.c). */
         plan->program = "backward_wgmma.cl";
         for (int i = 0; flashcl_wgmma_backward_prelude[i]; ++i) plan->prelude[i] = flashcl_wgmma_backward_prelude[i];
         plan->kernel_names[FLASHCL_KERNEL_DKDV] = "flashcl_backward_wgmma_dkdv";
@@ -482,8 +483,8 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
         plan->sm90a = 1;
     } else {
         plan->backend = tensor_core_backend(caps, settings, problem, &plan->tiles);
-        /* The Hopper backward: its dQ kernel is the mma.sync backend's (its tiles kept), its dK/dV kernel wgmma's;
-         * the mma.sync backward stays the fallback. */
+        /* The Hopper backward (dense calls the mma.sync backward takes, wgmma_backward_plan.c): the mma.sync
+         * tiles are kept for its program's options (flash_program), the mma.sync backward stays the fallback. */
         flashcl_plan dkdv;
         if (hopper_mode && problem->pass == FLASHCL_PASS_BACKWARD && plan->backend && plan->backend->ptx == 1 &&
             flashcl_wgmma_backward_applies(caps, settings->wgmma, desc, problem->features, problem->views_alignment,

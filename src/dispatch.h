@@ -53,8 +53,8 @@ typedef struct flashcl_exec_plan {
      * without it (call_plan.c). */
     int sm90a;
     flashcl_plan tiles;
-    /* The wgmma backward's dQ kernel (cl/backward_mma.cl, mma.sync): its tiles, which set its grid; tiles are
-     * the dK/dV kernel's. Unused elsewhere. */
+    /* The wgmma backward's dQ kernel (cl/backward_wgmma.cl, or cl/backward_mma.cl's mma.sync one): its tiles,
+     * which set its grid; tiles are the dK/dV kernel's. Unused elsewhere. */
     flashcl_plan dq_tiles;
     const char *program;                /* cl/ file of the kernels; NULL for the standard impl */
     /* A kernel built from a program of its own (the backward's delta, the
