@@ -32,8 +32,10 @@ static flashcl_status dispatch_on(flashcl_context *ctx, const flashcl_settings *
      * and where it is unavailable plan again without it. The reason stays in flashcl_last_error and
      * flashcl_last_build_log; the call goes on with the mma.sync kernels. */
     cl_kernel kernel;
-    status = flashcl_get_sm90a_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[0], plan->options,
-                                      &kernel);
+    /* The program's wgmma kernel: the forward's, or the backward's dK/dV kernel. */
+    const int main_kernel = problem->pass == FLASHCL_PASS_FORWARD ? FLASHCL_KERNEL_MAIN : FLASHCL_KERNEL_DKDV;
+    status = flashcl_get_sm90a_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[main_kernel],
+                                      plan->options, &kernel);
     if (status != FLASHCL_ERROR_UNSUPPORTED) return status;
     flashcl_settings without = *settings;
     without.wgmma = FLASHCL_WGMMA_OFF;

@@ -72,8 +72,8 @@ static flashcl_status finish_context(flashcl_context *ctx, const flashcl_context
         if (!ctx->kernel_dir) return flashcl_fail(NULL, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         strcpy(ctx->kernel_dir, dir);
     }
-    /* FLASHCL_WGMMA=0 or 1 turns the Hopper forward off, or on wherever it applies, for the context's calls
-     * (tests, A/B timing); anything else: where it was measured faster (wgmma_plan.h). */
+    /* FLASHCL_WGMMA=0 or 1 turns the Hopper forward and backward off, or on wherever they apply, for the
+     * context's calls (tests, A/B timing); anything else: where they were measured faster (wgmma_plan.h). */
     const char *wgmma = getenv("FLASHCL_WGMMA");
     ctx->wgmma = wgmma && (wgmma[0] == '0' || wgmma[0] == '1') && !wgmma[1]
                      ? (wgmma[0] == '1' ? FLASHCL_WGMMA_ON : FLASHCL_WGMMA_OFF)

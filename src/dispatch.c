@@ -109,7 +109,8 @@ static flashcl_status portable_tiles(const flashcl_device_caps *caps, const flas
 
 /* Program, kernels and build options of a flash plan. Never
  * -cl-fast-relaxed-math: the online softmax relies on exact -inf handling. */
-static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_exec_plan *plan) {
+static void flash_program(const flashcl_device_caps *caps, const flashcl_problem *p, int kv_alignment,
+                          flashcl_exec_plan *plan) {
     const flashcl_attention_desc *desc = p->desc;
     const flashcl_plan *t = &plan->tiles;
     const int forward = p->pass == FLASHCL_PASS_FORWARD;
@@ -120,6 +121,23 @@ static void flash_program(const flashcl_problem *p, int kv_alignment, flashcl_ex
         plan->kernel_programs[FLASHCL_KERNEL_DELTA] = "backward_delta.cl";
         snprintf(plan->aux_options, sizeof plan->aux_options, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d", (int)desc->dtype,
                  desc->head_dim);
+    }
+    if (plan->sm90a && !forward) {
+        /* dK/dV on wgmma, dQ on wgmma too (or, where its tiles say so, on backward_mma.cl's mma.sync kernel with
+         * the mma.sync backend's tiles, which dq_tiles holds here), one sm_90a program (wgmma_backward_plan.c). */
+        plan->program = "backward_wgmma.cl";
+        for (int i = 0; flashcl_wgmma_backward_prelude[i]; ++i) plan->prelude[i] = flashcl_wgmma_backward_prelude[i];
+        plan->kernel_names[FLASHCL_KERNEL_DKDV] = "flashcl_backward_wgmma_dkdv";
+        plan->kernel_names[FLASHCL_KERNEL_DQ] = "flashcl_backward_mma_dq";
+        flashcl_plan wgmma_dq;
+        const int dq_wgmma = flashcl_wgmma_backward_dq_tiles(caps, desc, &wgmma_dq);
+        flashcl_wgmma_backward_options(desc, t, &plan->dq_tiles, dq_wgmma ? &wgmma_dq : NULL, 1, plan->options,
+                                       sizeof plan->options);
+        if (dq_wgmma) {
+            plan->kernel_names[FLASHCL_KERNEL_DQ] = "flashcl_backward_wgmma_dq";
+            plan->dq_tiles = wgmma_dq;
+        }
+        return;
     }
     if (plan->sm90a) {
         plan->program = "forward_wgmma.cl";
@@ -207,17 +225,16 @@ static void flash_launch(const flashcl_device_caps *caps, const flashcl_problem 
     plan->global[FLASHCL_KERNEL_DELTA][0] = ceil_div(plan->delta_rows, delta_local) * delta_local;
     plan->local[FLASHCL_KERNEL_DELTA][0] = delta_local;
     /* Both tiled kernels own block_k rows per work-group: keys in dK/dV,
-     * queries in dQ. */
-    const size_t own = (size_t)t->block_k;
+     * queries in dQ; the wgmma backward's dQ kernel has tiles of its own. */
+    const flashcl_plan *dq = plan->sm90a ? &plan->dq_tiles : t;
     plan->work_dims[FLASHCL_KERNEL_DKDV] = plan->work_dims[FLASHCL_KERNEL_DQ] = 2;
-    plan->global[FLASHCL_KERNEL_DKDV][0] = ceil_div((size_t)desc->seqlen_k, own) * wg;
+    plan->global[FLASHCL_KERNEL_DKDV][0] = ceil_div((size_t)desc->seqlen_k, (size_t)t->block_k) * wg;
     plan->global[FLASHCL_KERNEL_DKDV][1] = (size_t)desc->batch * (size_t)desc->heads_kv;
-    plan->global[FLASHCL_KERNEL_DQ][0] = ceil_div((size_t)desc->seqlen_q, own) * wg;
+    plan->global[FLASHCL_KERNEL_DQ][0] = ceil_div((size_t)desc->seqlen_q, (size_t)dq->block_k) * dq->work_group_size;
     plan->global[FLASHCL_KERNEL_DQ][1] = bh_q;
-    for (int k = FLASHCL_KERNEL_DKDV; k <= FLASHCL_KERNEL_DQ; ++k) {
-        plan->local[k][0] = wg;
-        plan->local[k][1] = 1;
-    }
+    plan->local[FLASHCL_KERNEL_DKDV][0] = wg;
+    plan->local[FLASHCL_KERNEL_DQ][0] = dq->work_group_size;
+    plan->local[FLASHCL_KERNEL_DKDV][1] = plan->local[FLASHCL_KERNEL_DQ][1] = 1;
     size_t tile_bytes = 0;
     if (f->block_mask) {
         /* dK/dV walks block_q query rows against block_k keys, dQ the plan transposed. */
@@ -458,14 +475,25 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
     plan->pass = problem->pass;
     /* The Hopper forward where it applies (and the context lets it), ahead of the mma.sync kernels, which
      * remain the fallback when its sm_90a program turns out unavailable (call_plan.c). */
-    if (settings->impl == FLASHCL_IMPL_FLASH && !settings->forced_plan_set &&
-        settings->tensor_cores == FLASHCL_TENSOR_CORES_AUTO &&
-        flashcl_wgmma_applies(caps, settings->wgmma, problem->pass, desc, problem->features,
-                              problem->views_alignment, &plan->tiles)) {
+    const int hopper_mode = settings->impl == FLASHCL_IMPL_FLASH && !settings->forced_plan_set &&
+                            settings->tensor_cores == FLASHCL_TENSOR_CORES_AUTO;
+    if (hopper_mode && flashcl_wgmma_applies(caps, settings->wgmma, problem->pass, desc, problem->features,
+                                             problem->views_alignment, &plan->tiles)) {
         plan->backend = flashcl_wgmma_backend();
         plan->sm90a = 1;
     } else {
         plan->backend = tensor_core_backend(caps, settings, problem, &plan->tiles);
+        /* The Hopper backward (dense calls the mma.sync backward takes, wgmma_backward_plan.c): the mma.sync
+         * tiles are kept for its program's options (flash_program), the mma.sync backward stays the fallback. */
+        flashcl_plan dkdv;
+        if (hopper_mode && problem->pass == FLASHCL_PASS_BACKWARD && plan->backend && plan->backend->ptx == 1 &&
+            flashcl_wgmma_backward_applies(caps, settings->wgmma, desc, problem->features, problem->views_alignment,
+                                           &dkdv)) {
+            plan->dq_tiles = plan->tiles;
+            plan->tiles = dkdv;
+            plan->backend = flashcl_wgmma_backend();
+            plan->sm90a = 1;
+        }
     }
     if (plan->backend) {
         plan->kind = plan->backend->kind;
@@ -474,7 +502,7 @@ flashcl_status flashcl_dispatch(const flashcl_device_caps *caps, const flashcl_s
         flashcl_status status = portable_tiles(caps, settings, problem, &plan->tiles, reason, reason_size);
         if (status != FLASHCL_SUCCESS) return status;
     }
-    flash_program(problem, problem->kv_alignment, plan);
+    flash_program(caps, problem, problem->kv_alignment, plan);
     flash_launch(caps, problem, plan);
     flashcl_status status = portable_splits(caps, settings, problem, plan, reason, reason_size);
     if (status != FLASHCL_SUCCESS) return status;

@@ -48,10 +48,14 @@ typedef struct flashcl_exec_plan {
     flashcl_pass pass;
     flashcl_kernel_kind kind;
     const flashcl_mma_backend *backend; /* NULL for the portable and standard kernels */
-    /* 1: the main program is an sm_90a one (flashcl_get_sm90a_kernel; the wgmma forward), which may turn out
-     * unavailable at build time: the caller then plans again without it (call_plan.c). */
+    /* 1: the main program is an sm_90a one (flashcl_get_sm90a_kernel; the wgmma forward, or the backward whose
+     * dK/dV kernel runs on wgmma), which may turn out unavailable at build time: the caller then plans again
+     * without it (call_plan.c). */
     int sm90a;
     flashcl_plan tiles;
+    /* The wgmma backward's dQ kernel (cl/backward_wgmma.cl, or cl/backward_mma.cl's mma.sync one): its tiles,
+     * which set its grid; tiles are the dK/dV kernel's. Unused elsewhere. */
+    flashcl_plan dq_tiles;
     const char *program;                /* cl/ file of the kernels; NULL for the standard impl */
     /* A kernel built from a program of its own (the backward's delta, the
      * split-KV combine): its cl/ file, built with aux_options after
@@ -62,7 +66,7 @@ typedef struct flashcl_exec_plan {
     /* The cl/ files placed between common.cl and the program (the
      * tensor-core kernels' mma.cl, backend file, mma_operands.cl; the
      * decode kernels' decode_common.cl); NULL-terminated. */
-    const char *prelude[5];
+    const char *prelude[6];
     int kernel_count;
     const char *kernel_names[3];
     char options[FLASHCL_BUILD_OPTIONS_CAPACITY];

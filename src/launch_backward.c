@@ -2,6 +2,7 @@
  * with a dBias to reduce, the reduction after dQ. */
 #include "kernel_args.h"
 #include "launch.h"
+#include "program_cache.h"
 
 /* On an in-order queue the order itself is the dependency and the last
  * kernel's event (dq's, or the dBias reduction's after it) stands for the
@@ -135,6 +136,9 @@ flashcl_status flashcl_launch_backward(flashcl_context *ctx, const flashcl_exec_
         status = plan->kernel_programs[i]
                      ? flashcl_get_kernel(ctx, plan->kernel_programs[i], plan->kernel_names[i], plan->aux_options,
                                           &kernels[i])
+                 : plan->sm90a /* the wgmma backward: both tiled kernels are in its sm_90a program */
+                     ? flashcl_get_sm90a_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[i],
+                                                plan->options, &kernels[i])
                      : flashcl_get_program_kernel(ctx, plan->prelude, plan->program, plan->kernel_names[i],
                                                   plan->options, &kernels[i]);
     /* No check of CL_KERNEL_WORK_GROUP_SIZE here: rusticl 22.3 on llvmpipe

@@ -733,11 +733,12 @@ START_TEST(wgmma_decisions) {
     flashcl_exec_plan forced = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &c128, &fc128, 8);
     ck_assert_str_eq(forced.backend->name, "nvidia-wgmma");
     ck_assert_str_eq(forced.options, causal128.options);
-    /* What it does not take, even forced: the backward, float, head_dim 96, rows not 16-byte aligned, a mask
-     * feature, a forced plan, the tensor-core mode off or emulated, the standard implementation. */
+    /* What it does not take, even forced: float, head_dim 96, rows not 16-byte aligned, a mask feature, a forced
+     * plan, the tensor-core mode off or emulated, the standard implementation. (The backward has a wgmma program
+     * of its own: wgmma_backward_decisions.) */
     const flashcl_attention_desc d64 = problem_desc(1000, 64, FLASHCL_DTYPE_F16, 1);
     const flashcl_features f64 = dense(&d64);
-    ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &f64, 8).sm90a, 0);
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &f64, 8).program, "backward_wgmma.cl");
     const flashcl_attention_desc d32 = problem_desc(1000, 64, FLASHCL_DTYPE_F32, 0);
     const flashcl_features f32 = dense(&d32);
     ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &d32, &f32, 8).sm90a, 0);
@@ -776,6 +777,93 @@ START_TEST(wgmma_decisions) {
 }
 END_TEST
 
+/* The Hopper backward (src/wgmma_backward_plan.c): on an sm_90 device with its static local memory, in the
+ * default mode for dense f16/bf16 backwards at head_dim 64 and 128, causal or not: dK/dV and dQ on wgmma in one
+ * sm_90a program (backward_wgmma.cl after the mma.sync backward's files), with the tiles measured fastest, its
+ * options after the mma.sync backward's, its grids; the delta kernel as before. Calls with a feature, float,
+ * head_dim 96, unaligned rows, the mode off, other devices, no static local memory: the mma.sync plan. */
+START_TEST(wgmma_backward_decisions) {
+    flashcl_device_caps caps = h100();
+    caps.limits.static_local_mem_bytes = 231424;
+    flashcl_settings s = defaults();
+    s.wgmma = FLASHCL_WGMMA_AUTO;
+    flashcl_settings off = s;
+    off.wgmma = FLASHCL_WGMMA_OFF;
+    /* By head dim (64, 128) and mask: dK/dV warpgroups and queries per step, dQ warpgroups and keys per step. */
+    static const struct {
+        int kv_wg, block_q, q_wg, block_k;
+    } expected[2][2] = {
+        {{2, 128, 2, 128}, {2, 128, 2, 64}},
+        {{2, 64, 3, 64}, {2, 64, 3, 64}},
+    };
+    for (int d = 0; d < 2; ++d)
+        for (int causal = 0; causal < 2; ++causal) {
+            const int head_dim = d ? 128 : 64;
+            const flashcl_dtype dtype = causal ? FLASHCL_DTYPE_BF16 : FLASHCL_DTYPE_F16;
+            const flashcl_attention_desc desc = problem_desc(1000, head_dim, dtype, causal);
+            const flashcl_features f = dense(&desc);
+            const flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &desc, &f, 8);
+            const flashcl_exec_plan mma = dispatch_ok(&caps, &off, FLASHCL_PASS_BACKWARD, &desc, &f, 8);
+            const int kv_wg = expected[d][causal].kv_wg, q_wg = expected[d][causal].q_wg;
+            ck_assert_int_eq(plan.sm90a, 1);
+            ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_TENSOR_CORE);
+            ck_assert_str_eq(plan.backend->name, "nvidia-wgmma");
+            ck_assert_str_eq(mma.backend->name, "nvidia-mma-sync");
+            ck_assert_str_eq(plan.program, "backward_wgmma.cl");
+            ck_assert_str_eq(plan.prelude[3], "wgmma.cl");
+            ck_assert_str_eq(plan.prelude[4], "backward_mma.cl");
+            ck_assert_ptr_null(plan.prelude[5]);
+            ck_assert_str_eq(plan.kernel_names[FLASHCL_KERNEL_DELTA], "flashcl_backward_delta");
+            ck_assert_str_eq(plan.kernel_programs[FLASHCL_KERNEL_DELTA], "backward_delta.cl");
+            ck_assert_str_eq(plan.kernel_names[FLASHCL_KERNEL_DKDV], "flashcl_backward_wgmma_dkdv");
+            ck_assert_str_eq(plan.kernel_names[FLASHCL_KERNEL_DQ], "flashcl_backward_wgmma_dq");
+            char options[sizeof mma.options + 96];
+            snprintf(options, sizeof options,
+                     "%s -DBW_WARPGROUPS=%d -DBW_BLOCK_Q=%d -DBWQ_WARPGROUPS=%d -DBWQ_BLOCK_K=%d", mma.options, kv_wg, expected[d][causal].block_q, q_wg, expected[d][causal].block_k);
+            ck_assert_str_eq(plan.options, options);
+            /* dK/dV: 64 keys per warpgroup, B x Hkv = 4; dQ: 64 query rows per warpgroup, B x Hq = 16. */
+            ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_DKDV][0],
+                              (size_t)((1000 + 64 * kv_wg - 1) / (64 * kv_wg)) * 128 * kv_wg);
+            ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_DKDV][1], 4);
+            ck_assert_uint_eq(plan.local[FLASHCL_KERNEL_DKDV][0], 128 * kv_wg);
+            ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_DQ][0],
+                              (size_t)((1000 + 64 * q_wg - 1) / (64 * q_wg)) * 128 * q_wg);
+            ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_DQ][1], 16);
+            ck_assert_uint_eq(plan.local[FLASHCL_KERNEL_DQ][0], 128 * q_wg);
+            ck_assert_uint_eq(plan.global[FLASHCL_KERNEL_DELTA][0], mma.global[FLASHCL_KERNEL_DELTA][0]);
+            ck_assert_int_eq(plan.tiles.block_q, expected[d][causal].block_q);
+            ck_assert_int_eq(plan.tiles.block_k, 64 * kv_wg);
+            ck_assert_uint_eq(plan.tiles.work_group_size, 128 * kv_wg);
+            flashcl_call_stats stats;
+            flashcl_exec_plan_report(&plan, &stats);
+            ck_assert_str_eq(stats.backend, "nvidia-wgmma");
+            ck_assert_str_eq(stats.program, "backward_wgmma.cl");
+        }
+    const flashcl_attention_desc d64 = problem_desc(1000, 64, FLASHCL_DTYPE_F16, 0);
+    const flashcl_features f64 = dense(&d64);
+    flashcl_features capped = f64;
+    capped.softcap = 30.0f;
+    flashcl_settings on = s;
+    on.wgmma = FLASHCL_WGMMA_ON;
+    ck_assert_str_eq(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &capped, 8).backend->name,
+                     "nvidia-mma-sync");
+    ck_assert_int_eq(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &f64, 4).sm90a, 0);
+    const flashcl_attention_desc d32 = problem_desc(1000, 64, FLASHCL_DTYPE_F32, 0);
+    const flashcl_features f32 = dense(&d32);
+    ck_assert_int_eq(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d32, &f32, 8).sm90a, 0);
+    const flashcl_attention_desc d96 = problem_desc(1000, 96, FLASHCL_DTYPE_F16, 0);
+    const flashcl_features f96 = dense(&d96);
+    ck_assert_int_eq(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d96, &f96, 8).sm90a, 0);
+    ck_assert_str_eq(dispatch_ok(&caps, &off, FLASHCL_PASS_BACKWARD, &d64, &f64, 8).program, "backward_mma.cl");
+    flashcl_device_caps sm80 = caps;
+    sm80.compute_capability = 80;
+    ck_assert_str_eq(dispatch_ok(&sm80, &on, FLASHCL_PASS_BACKWARD, &d64, &f64, 8).program, "backward_mma.cl");
+    flashcl_device_caps small = caps;
+    small.limits.static_local_mem_bytes = 0;
+    ck_assert_int_eq(dispatch_ok(&small, &on, FLASHCL_PASS_BACKWARD, &d64, &f64, 8).sm90a, 0);
+}
+END_TEST
+
 static Suite *dispatch_suite(void) {
     Suite *s = suite_create("dispatch");
     TCase *tc = tcase_create("pure");
@@ -791,6 +879,7 @@ static Suite *dispatch_suite(void) {
     tcase_add_test(tc, decode_decisions);
     tcase_add_test(tc, decode_mma_decisions);
     tcase_add_test(tc, wgmma_decisions);
+    tcase_add_test(tc, wgmma_backward_decisions);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,9 +1,10 @@
-/* test_ptx_wgmma_fallback.c: a call the wgmma forward would take, whose sm_90a program cannot be built, is planned
- * on the mma.sync kernel instead (src/call_plan.c), with the reason in flashcl_last_build_log. The failure is
- * forced: the kernels come from a directory of the test's own whose forward_wgmma.cl marks an instruction ptxas does
- * not know (on an H100 the rewrite accepts it and the rebuild fails); on any other device the context's caps are
- * made to claim compute capability 9.0, so the dispatcher picks the wgmma forward and its sm_90 build from source
- * fails there (inline PTX). Either way the fallback path itself runs. */
+/* test_ptx_wgmma_fallback.c: a call the wgmma forward (or backward) would take, whose sm_90a program cannot be
+ * built, is planned on the mma.sync kernels instead (src/call_plan.c), with the reason in flashcl_last_build_log.
+ * The failure is forced: the kernels come from a directory of the test's own whose wgmma.cl (placed before
+ * forward_wgmma.cl and backward_wgmma.cl) marks an instruction ptxas does not know (on an H100 the rewrite accepts
+ * it and the rebuild fails); on any other device the context's caps are made to claim compute capability 9.0, so
+ * the dispatcher picks the wgmma kernels and their sm_90 build from source fails there (inline PTX). Either way the
+ * fallback path itself runs. */
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -101,12 +102,49 @@ START_TEST(unavailable_wgmma_falls_back_to_mma_sync) {
 }
 END_TEST
 
+/* The same for the Hopper backward (cl/backward_wgmma.cl, which wgmma.cl precedes): a backward call it would take
+ * is planned on the mma.sync backward, with the reason in flashcl_last_build_log. */
+START_TEST(unavailable_wgmma_backward_falls_back_to_mma_sync) {
+    flashcl_context_options options;
+    flashcl_context_options_init(&options);
+    options.kernel_dir = dir;
+    flashcl_context *ctx = NULL;
+    ck_assert_msg(flashcl_context_create(&ctx, &options) == FLASHCL_SUCCESS, "%s", flashcl_last_error(NULL));
+    const int h100 = flashcl_sm90a_device_refusal(&ctx->caps) == NULL;
+    if (!h100) {
+        ctx->caps.vendor = FLASHCL_VENDOR_NVIDIA;
+        ctx->caps.compute_capability = 90;
+        ctx->caps.limits.static_local_mem_bytes = 231424;
+    }
+    flashcl_attention_desc desc;
+    flashcl_attention_desc_init(&desc, 1, 2, 200, 200, 128);
+    desc.dtype = FLASHCL_DTYPE_BF16;
+    desc.causal = _i;
+    flashcl_call_stats stats;
+    ck_assert_msg(flashcl_explain_call(ctx, FLASHCL_PASS_BACKWARD, &desc, NULL, &stats) == FLASHCL_SUCCESS, "%s",
+                  flashcl_last_error(ctx));
+    ck_assert_str_eq(stats.backend, "nvidia-mma-sync");
+    ck_assert_str_eq(stats.program, "backward_mma.cl");
+    static const char head[] = "sm_90a variant of mma.cl mma_nvidia.cl mma_operands.cl wgmma.cl backward_mma.cl "
+                               "backward_wgmma.cl unavailable: ";
+    ck_assert_msg(strncmp(flashcl_last_build_log(ctx), head, strlen(head)) == 0, "%s", flashcl_last_build_log(ctx));
+    const char *why = h100 ? "the build of the rewritten PTX failed" : "its sm_90 build from source failed";
+    ck_assert_msg(strstr(flashcl_last_build_log(ctx), why), "\"%s\" lacks \"%s\"", flashcl_last_build_log(ctx), why);
+    const unsigned long builds = ctx->cache_stats.source_builds;
+    ck_assert_int_eq(flashcl_explain_call(ctx, FLASHCL_PASS_BACKWARD, &desc, NULL, &stats), FLASHCL_SUCCESS);
+    ck_assert_str_eq(stats.backend, "nvidia-mma-sync");
+    ck_assert_uint_eq(ctx->cache_stats.source_builds, builds);
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ptx_wgmma_fallback");
     TCase *tc = tcase_create("fallback");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 240);
     tcase_add_loop_test(tc, unavailable_wgmma_falls_back_to_mma_sync, 0, 2);
+    tcase_add_loop_test(tc, unavailable_wgmma_backward_falls_back_to_mma_sync, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *runner = srunner_create(s);
     srunner_run_all(runner, CK_NORMAL);
