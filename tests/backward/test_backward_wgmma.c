@@ -14,10 +14,6 @@
 #define BHSD FLASHCL_LAYOUT_BHSD
 #define BSHD FLASHCL_LAYOUT_BSHD
 
-/* cl_nv_device_attribute_query: NVIDIA's compute capability. */
-#define COMPUTE_CAPABILITY_MAJOR_NV 0x4000
-#define COMPUTE_CAPABILITY_MINOR_NV 0x4001
-
 /* Lengths around the kernel's 64-key warpgroups, 128-key work-groups and 32/64-query steps (1, 3, 33, 63, 64, 65,
  * 127, 129, 200, 1000, 2048), seqlen_q != seqlen_k both ways (causal with seqlen_q > seqlen_k: fully masked
  * queries; with seqlen_q < seqlen_k: keys no query sees), batches, GQA and MQA, both layouts with an offset;
@@ -47,26 +43,6 @@ static const bwd_case sweep[] = {
  * CPU, not the wgmma one. */
 #define CPU_MAX_KEYS 300
 
-/* 1 on an NVIDIA GPU of compute capability 9.0 (where sm_90a code runs). */
-static int is_sm90(flashcl_context *ctx) {
-    cl_device_id device = flashcl_context_device(ctx);
-    char vendor[256] = "";
-    if (clGetDeviceInfo(device, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL) != CL_SUCCESS) return 0;
-    if (!strstr(vendor, "NVIDIA")) return 0;
-    cl_uint major = 0, minor = 0;
-    if (clGetDeviceInfo(device, COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
-        clGetDeviceInfo(device, COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
-        return 0;
-    return major == 9 && minor == 0;
-}
-
-static flashcl_context *wgmma_context(const char *wgmma) {
-    ck_assert_int_eq(setenv("FLASHCL_WGMMA", wgmma, 1), 0);
-    flashcl_context *ctx = ts_context();
-    ck_assert_int_eq(flashcl_context_set_decode_kernel(ctx, 0), FLASHCL_SUCCESS);
-    return ctx;
-}
-
 /* Which kernel the last (backward) call ran: the wgmma one exactly when `wgmma`. */
 static void expect_backend(flashcl_context *ctx, const char *name, int wgmma) {
     const flashcl_call_stats stats = ts_last_stats(ctx);
@@ -81,8 +57,8 @@ static void expect_backend(flashcl_context *ctx, const char *name, int wgmma) {
 }
 
 static void run_case(const bwd_case *c, flashcl_dtype dtype) {
-    flashcl_context *ctx = wgmma_context("1");
-    const int sm90 = is_sm90(ctx);
+    flashcl_context *ctx = ts_context_wgmma("1");
+    const int sm90 = ts_device_is_sm90(ctx);
     if (!sm90 && (c->shape.seqlen_k > CPU_MAX_KEYS || c->shape.seqlen_q > CPU_MAX_KEYS)) {
         flashcl_context_free(ctx);
         return;
@@ -107,8 +83,8 @@ END_TEST
 START_TEST(test_repeatable) {
     const bwd_case c = {"repeat 300x260 d64 causal gqa", {2, 4, 2, 300, 260, _i ? 128 : 64, 1, 0.0f, 1.0f}, BHSD, 0};
     const ts_case *sh = &c.shape;
-    flashcl_context *ctx = wgmma_context("1");
-    const int sm90 = is_sm90(ctx);
+    flashcl_context *ctx = ts_context_wgmma("1");
+    const int sm90 = ts_device_is_sm90(ctx);
     bwd_host h;
     bwd_host_alloc(&c, 23, &h);
     cl_context context = flashcl_context_cl_context(ctx);
@@ -159,9 +135,9 @@ END_TEST
 /* The default mode (FLASHCL_WGMMA unset or neither 0 nor 1) runs it where it applies: measured faster. */
 START_TEST(test_default_mode) {
     const bwd_case c = {"default mode 100x130 d128 causal", {1, 2, 2, 100, 130, 128, 1, 0.0f, 1.0f}, BHSD, 0};
-    flashcl_context *ctx = wgmma_context("2");
+    flashcl_context *ctx = ts_context_wgmma("2");
     bwd_check_storage(ctx, &c, FLASHCL_DTYPE_F16, STORAGE_ULPS);
-    expect_backend(ctx, c.name, is_sm90(ctx));
+    expect_backend(ctx, c.name, ts_device_is_sm90(ctx));
     flashcl_context_free(ctx);
 }
 END_TEST
@@ -170,7 +146,7 @@ END_TEST
  * tiles for (96), rows not 16-byte aligned (offset 4). */
 START_TEST(test_not_taken) {
     bwd_case c = {"", {1, 2, 2, 100, 130, 64, 1, 0.0f, 1.0f}, BHSD, 0};
-    flashcl_context *ctx = wgmma_context(_i == 0 ? "0" : "1");
+    flashcl_context *ctx = ts_context_wgmma(_i == 0 ? "0" : "1");
     switch (_i) {
     case 0: c.name = "FLASHCL_WGMMA=0"; break;
     case 1: c.name = "head_dim 96", c.shape.head_dim = 96; break;

@@ -13,10 +13,6 @@
 
 #include "feature_harness.h"
 
-/* cl_nv_device_attribute_query: NVIDIA's compute capability. */
-#define COMPUTE_CAPABILITY_MAJOR_NV 0x4000
-#define COMPUTE_CAPABILITY_MINOR_NV 0x4001
-
 /* Lengths around the kernel's 64-row warpgroups, 128-row work-groups and 64/128-key steps (1, 63, 64, 65, 200,
  * 1000, 4096), seqlen_q != seqlen_k both ways (causal with seqlen_q > seqlen_k: fully masked top rows), batches,
  * heads, GQA and MQA; head dims 64 and 128. */
@@ -28,28 +24,6 @@ static const ts_case sweep[] = {
     {1, 1, 1, 1000, 65, 128, 1, 0, 1},     {1, 2, 2, 128, 129, 64, 0, 0, 1},
 };
 #define SWEEP_COUNT ((int)(sizeof sweep / sizeof sweep[0]))
-
-/* 1 on an NVIDIA GPU of compute capability 9.0 (where sm_90a code runs). No Check assertion: main() asks too. */
-static int is_sm90(flashcl_context *ctx) {
-    cl_device_id device = flashcl_context_device(ctx);
-    char vendor[256] = "";
-    if (clGetDeviceInfo(device, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL) != CL_SUCCESS) return 0;
-    if (!strstr(vendor, "NVIDIA")) return 0;
-    cl_uint major = 0, minor = 0;
-    if (clGetDeviceInfo(device, COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
-        clGetDeviceInfo(device, COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
-        return 0;
-    return major == 9 && minor == 0;
-}
-
-/* A context whose forwards may run the wgmma kernel (wgmma "1") or not ("0"); the decode kernel off, so that
- * few-row calls reach the tiled kernels. */
-static flashcl_context *wgmma_context(const char *wgmma) {
-    ck_assert_int_eq(setenv("FLASHCL_WGMMA", wgmma, 1), 0);
-    flashcl_context *ctx = ts_context();
-    ck_assert_int_eq(flashcl_context_set_decode_kernel(ctx, 0), FLASHCL_SUCCESS);
-    return ctx;
-}
 
 /* Runs p in one placement, checks it against the reference and which kernel ran: the wgmma one exactly when
  * `wgmma` (else never). */
@@ -82,8 +56,8 @@ static void run_checked(flashcl_context *ctx, const ts_problem *p, const ts_plac
 /* Each case in both 16-bit types, unless FLASHCL_TEST_SWEEP=diagonal (rusticl) thins it to one. */
 static void run_case(const ts_case *c, flashcl_dtype dtype, uint64_t seed) {
     if (!ts_sweep_takes_variant((int)(c - sweep), dtype == FLASHCL_DTYPE_BF16, 2)) return;
-    flashcl_context *ctx = wgmma_context("1");
-    const int expected = is_sm90(ctx);
+    flashcl_context *ctx = ts_context_wgmma("1");
+    const int expected = ts_device_is_sm90(ctx);
     if (!expected && c->seqlen_k > CPU_MAX_KEYS) {
         flashcl_context_free(ctx);
         return;
@@ -109,8 +83,8 @@ END_TEST
 /* Scores far beyond 88 (exp overflows in float): the running maximum must be subtracted first. */
 START_TEST(test_large_logits) {
     const ts_case c = {1, 2, 2, 150, 170, _i & 1 ? 128 : 64, _i & 1, 2.0f, 3};
-    flashcl_context *ctx = wgmma_context("1");
-    const int expected = is_sm90(ctx);
+    flashcl_context *ctx = ts_context_wgmma("1");
+    const int expected = ts_device_is_sm90(ctx);
     const flashcl_attention_desc d = ts_case_desc(&c, FLASHCL_DTYPE_F16);
     ts_problem p;
     ts_problem_init(&p, &d, 22200u + (uint64_t)_i, c.amplitude);
@@ -128,7 +102,7 @@ START_TEST(test_not_taken) {
     ts_case c = {1, 2, 2, 100, 130, 64, 1, 0, 1};
     flashcl_dtype dtype = FLASHCL_DTYPE_F16;
     ts_placements place = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
-    flashcl_context *ctx = wgmma_context(_i == 0 ? "0" : "1");
+    flashcl_context *ctx = ts_context_wgmma(_i == 0 ? "0" : "1");
     const char *name = "";
     switch (_i) {
     case 0: name = "FLASHCL_WGMMA=0"; break;
@@ -145,7 +119,7 @@ START_TEST(test_not_taken) {
     ts_problem_init(&p, &d, 22300u + (uint64_t)_i, 1.0f);
     run_checked(ctx, &p, &place, name, 0);
     /* With FLASHCL_WGMMA=0 an H100 runs the mma.sync kernel. */
-    if (_i == 0 && is_sm90(ctx)) ck_assert_str_eq(ts_last_stats(ctx).backend, "nvidia-mma-sync");
+    if (_i == 0 && ts_device_is_sm90(ctx)) ck_assert_str_eq(ts_last_stats(ctx).backend, "nvidia-mma-sync");
     ts_problem_free(&p);
     flashcl_context_free(ctx);
 }
@@ -154,8 +128,8 @@ END_TEST
 /* Twice the same call writes the same bits. */
 START_TEST(test_repeatable) {
     const ts_case c = {1, 2, 1, 300, 330, 128, 1, 0, 1};
-    flashcl_context *ctx = wgmma_context("1");
-    const int expected = is_sm90(ctx);
+    flashcl_context *ctx = ts_context_wgmma("1");
+    const int expected = ts_device_is_sm90(ctx);
     const flashcl_attention_desc d = ts_case_desc(&c, FLASHCL_DTYPE_BF16);
     ts_problem p;
     ts_problem_init(&p, &d, 22400u, 1.0f);
@@ -180,8 +154,8 @@ END_TEST
  * is refused and leaves the mode as it was. */
 START_TEST(test_mode_setter) {
     ck_assert_int_eq(flashcl_context_set_wgmma(NULL, FLASHCL_WGMMA_MODE_ON), FLASHCL_ERROR_INVALID_ARGUMENT);
-    flashcl_context *ctx = wgmma_context("0");
-    const int sm90 = is_sm90(ctx);
+    flashcl_context *ctx = ts_context_wgmma("0");
+    const int sm90 = ts_device_is_sm90(ctx);
     const ts_case cases[] = {{1, 2, 2, 70, 90, 64, 0, 0, 1}, {1, 2, 2, 70, 90, 128, 1, 0, 1}};
     const flashcl_wgmma_mode modes[] = {FLASHCL_WGMMA_MODE_AUTO, FLASHCL_WGMMA_MODE_OFF, FLASHCL_WGMMA_MODE_ON};
     const ts_placements bhsd = ts_uniform_placements(FLASHCL_LAYOUT_BHSD, 0, 0);
@@ -284,8 +258,8 @@ START_TEST(test_modifiers) {
     for (size_t i = 0; i < in.q_count; ++i) in.q[i] *= 3.0f;
     for (size_t i = 0; i < in.kv_count; ++i) in.k[i] *= 3.0f;
     fh_round_inputs(&in, m->dtype);
-    flashcl_context *ctx = wgmma_context("1");
-    const int sm90 = is_sm90(ctx);
+    flashcl_context *ctx = ts_context_wgmma("1");
+    const int sm90 = ts_device_is_sm90(ctx);
     cl_context context = flashcl_context_cl_context(ctx);
     flashcl_attention_extras ex;
     flashcl_attention_extras_init(&ex);
@@ -379,7 +353,7 @@ int main(void) {
     ts_sweep_announce("forward_wgmma");
     flashcl_context *ctx = NULL;
     if (flashcl_context_create(&ctx, NULL) == FLASHCL_SUCCESS) {
-        if (!is_sm90(ctx))
+        if (!ts_device_is_sm90(ctx))
             printf("forward_wgmma: not an sm_90 device: the sweep's cases of more than %d keys (the N = 4096 ones) "
                    "run on the H100 only\n",
                    CPU_MAX_KEYS);

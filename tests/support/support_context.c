@@ -68,6 +68,29 @@ flashcl_context *ts_context(void) {
     return ctx;
 }
 
+/* cl_nv_device_attribute_query: NVIDIA's compute capability. */
+#define COMPUTE_CAPABILITY_MAJOR_NV 0x4000
+#define COMPUTE_CAPABILITY_MINOR_NV 0x4001
+
+int ts_device_is_sm90(flashcl_context *ctx) {
+    cl_device_id device = flashcl_context_device(ctx);
+    char vendor[256] = "";
+    if (clGetDeviceInfo(device, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL) != CL_SUCCESS) return 0;
+    if (!strstr(vendor, "NVIDIA")) return 0;
+    cl_uint major = 0, minor = 0;
+    if (clGetDeviceInfo(device, COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
+        clGetDeviceInfo(device, COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
+        return 0;
+    return major == 9 && minor == 0;
+}
+
+flashcl_context *ts_context_wgmma(const char *wgmma) {
+    ck_assert_int_eq(setenv("FLASHCL_WGMMA", wgmma, 1), 0);
+    flashcl_context *ctx = ts_context();
+    ck_assert_int_eq(flashcl_context_set_decode_kernel(ctx, 0), FLASHCL_SUCCESS);
+    return ctx;
+}
+
 flashcl_context *ts_context_own(void) {
     flashcl_context *ctx = NULL;
     flashcl_status status = flashcl_context_create(&ctx, NULL);

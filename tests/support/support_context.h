@@ -22,6 +22,14 @@ flashcl_context *ts_context(void);
  * context beside ts_context's. */
 flashcl_context *ts_context_own(void);
 
+/* 1 when ctx's device is an NVIDIA GPU of compute capability 9.0 (where sm_90a code, the wgmma kernels, runs).
+ * No Check assertion: a suite's main() may ask too. */
+int ts_device_is_sm90(flashcl_context *ctx);
+
+/* ts_context() with FLASHCL_WGMMA set to wgmma ("1": the wgmma kernels wherever they apply, "0": never) before the
+ * context reads it, and the decode kernel off, so that few-row calls reach the tiled kernels. */
+flashcl_context *ts_context_wgmma(const char *wgmma);
+
 /* What ctx would run for a forward or backward of desc without extras (flashcl_explain_call), and what its
  * last call ran (flashcl_last_call_stats); either fails the test on an error. */
 flashcl_call_stats ts_explain(flashcl_context *ctx, flashcl_pass pass, const flashcl_attention_desc *desc);

@@ -5,7 +5,7 @@
 #include "attention_reference.h" /* the double- and float-precision CPU references */
 #include "support_case.h"        /* ts_case: one dense case type */
 #include "support_compare.h"     /* ts_compare, ts_assert_rule: the tolerance rule */
-#include "support_context.h"     /* ts_context, ts_context_own, ts_explain, ts_last_stats, TS_CASE_TIMEOUT */
+#include "support_context.h"     /* ts_context, ts_context_own, ts_context_wgmma, ts_device_is_sm90, ts_explain, ts_last_stats, TS_CASE_TIMEOUT */
 #include "support_forward.h"     /* ts_problem: a forward problem, its run and check */
 #include "support_random.h"      /* ts_rng: the one seeded input generator */
 #include "support_tensor.h"      /* poisoned buffers, canaries, strided tensors */
