@@ -18,7 +18,7 @@
 
 static char dir[256];
 
-/* Every embedded kernel into dir; forward_wgmma.cl with its first wgmma.fence replaced by an unknown instruction. */
+/* Every embedded kernel into dir; wgmma.cl with its first wgmma.fence replaced by an unknown instruction. */
 static void write_kernels(void) {
     for (const flashcl_embedded_kernel *k = flashcl_embedded_kernels; k->name; ++k) {
         char path[512];
@@ -62,7 +62,12 @@ static void teardown(void) {
     rmdir(dir);
 }
 
-START_TEST(unavailable_wgmma_falls_back_to_mma_sync) {
+/* A context on the device whose sm_90a programs cannot build (their kernel directory holds a broken copy), made to
+ * look like an H100 where it is not one; then a call of pass it would take on wgmma must be planned on the
+ * mma.sync kernels' program, with the reason in flashcl_last_build_log, and asked again must build nothing.
+ * Returns the context, for the caller's further checks. */
+static flashcl_context *expect_fallback(flashcl_pass pass, const flashcl_attention_desc *desc, const char *program,
+                                        const char *head) {
     flashcl_context_options options;
     flashcl_context_options_init(&options);
     options.kernel_dir = dir;
@@ -74,67 +79,49 @@ START_TEST(unavailable_wgmma_falls_back_to_mma_sync) {
         ctx->caps.compute_capability = 90;
         ctx->caps.limits.static_local_mem_bytes = 231424;
     }
-    flashcl_attention_desc desc;
-    flashcl_attention_desc_init(&desc, 1, 2, 200, 200, 64);
-    desc.dtype = FLASHCL_DTYPE_F16;
-    desc.causal = _i;
     flashcl_call_stats stats;
-    ck_assert_msg(flashcl_explain_call(ctx, FLASHCL_PASS_FORWARD, &desc, NULL, &stats) == FLASHCL_SUCCESS, "%s",
+    ck_assert_msg(flashcl_explain_call(ctx, pass, desc, NULL, &stats) == FLASHCL_SUCCESS, "%s",
                   flashcl_last_error(ctx));
     ck_assert_str_eq(stats.backend, "nvidia-mma-sync");
-    ck_assert_str_eq(stats.program, "forward_mma.cl");
-    /* The program is named by its files, the prelude's first. */
-    static const char head[] = "sm_90a variant of mma.cl mma_nvidia.cl mma_operands.cl wgmma.cl forward_wgmma.cl "
-                               "unavailable: ";
+    ck_assert_str_eq(stats.program, program);
     ck_assert_msg(strncmp(flashcl_last_build_log(ctx), head, strlen(head)) == 0, "%s", flashcl_last_build_log(ctx));
     const char *why = h100 ? "the build of the rewritten PTX failed" : "its sm_90 build from source failed";
     ck_assert_msg(strstr(flashcl_last_build_log(ctx), why), "\"%s\" lacks \"%s\"", flashcl_last_build_log(ctx), why);
     /* Asked again: the same plan, the unavailable variant remembered (nothing built). */
     const unsigned long builds = ctx->cache_stats.source_builds;
-    ck_assert_int_eq(flashcl_explain_call(ctx, FLASHCL_PASS_FORWARD, &desc, NULL, &stats), FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_explain_call(ctx, pass, desc, NULL, &stats), FLASHCL_SUCCESS);
     ck_assert_str_eq(stats.backend, "nvidia-mma-sync");
     ck_assert_uint_eq(ctx->cache_stats.source_builds, builds);
+    return ctx;
+}
+
+START_TEST(unavailable_wgmma_falls_back_to_mma_sync) {
+    flashcl_attention_desc desc;
+    flashcl_attention_desc_init(&desc, 1, 2, 200, 200, 64);
+    desc.dtype = FLASHCL_DTYPE_F16;
+    desc.causal = _i;
+    /* The program is named by its files, the prelude's first. */
+    flashcl_context *ctx = expect_fallback(FLASHCL_PASS_FORWARD, &desc, "forward_mma.cl",
+                                           "sm_90a variant of mma.cl mma_nvidia.cl mma_operands.cl wgmma.cl "
+                                           "forward_wgmma.cl unavailable: ");
     /* With the Hopper forward off the sm_90a program is not even asked for. */
     ctx->wgmma = 0;
+    flashcl_call_stats stats;
     ck_assert_int_eq(flashcl_explain_call(ctx, FLASHCL_PASS_FORWARD, &desc, NULL, &stats), FLASHCL_SUCCESS);
     ck_assert_str_eq(stats.backend, "nvidia-mma-sync");
     flashcl_context_free(ctx);
 }
 END_TEST
 
-/* The same for the Hopper backward (cl/backward_wgmma.cl, which wgmma.cl precedes): a backward call it would take
- * is planned on the mma.sync backward, with the reason in flashcl_last_build_log. */
+/* The same for the Hopper backward (cl/backward_wgmma.cl, which wgmma.cl precedes). */
 START_TEST(unavailable_wgmma_backward_falls_back_to_mma_sync) {
-    flashcl_context_options options;
-    flashcl_context_options_init(&options);
-    options.kernel_dir = dir;
-    flashcl_context *ctx = NULL;
-    ck_assert_msg(flashcl_context_create(&ctx, &options) == FLASHCL_SUCCESS, "%s", flashcl_last_error(NULL));
-    const int h100 = flashcl_sm90a_device_refusal(&ctx->caps) == NULL;
-    if (!h100) {
-        ctx->caps.vendor = FLASHCL_VENDOR_NVIDIA;
-        ctx->caps.compute_capability = 90;
-        ctx->caps.limits.static_local_mem_bytes = 231424;
-    }
     flashcl_attention_desc desc;
     flashcl_attention_desc_init(&desc, 1, 2, 200, 200, 128);
     desc.dtype = FLASHCL_DTYPE_BF16;
     desc.causal = _i;
-    flashcl_call_stats stats;
-    ck_assert_msg(flashcl_explain_call(ctx, FLASHCL_PASS_BACKWARD, &desc, NULL, &stats) == FLASHCL_SUCCESS, "%s",
-                  flashcl_last_error(ctx));
-    ck_assert_str_eq(stats.backend, "nvidia-mma-sync");
-    ck_assert_str_eq(stats.program, "backward_mma.cl");
-    static const char head[] = "sm_90a variant of mma.cl mma_nvidia.cl mma_operands.cl wgmma.cl backward_mma.cl "
-                               "backward_wgmma.cl unavailable: ";
-    ck_assert_msg(strncmp(flashcl_last_build_log(ctx), head, strlen(head)) == 0, "%s", flashcl_last_build_log(ctx));
-    const char *why = h100 ? "the build of the rewritten PTX failed" : "its sm_90 build from source failed";
-    ck_assert_msg(strstr(flashcl_last_build_log(ctx), why), "\"%s\" lacks \"%s\"", flashcl_last_build_log(ctx), why);
-    const unsigned long builds = ctx->cache_stats.source_builds;
-    ck_assert_int_eq(flashcl_explain_call(ctx, FLASHCL_PASS_BACKWARD, &desc, NULL, &stats), FLASHCL_SUCCESS);
-    ck_assert_str_eq(stats.backend, "nvidia-mma-sync");
-    ck_assert_uint_eq(ctx->cache_stats.source_builds, builds);
-    flashcl_context_free(ctx);
+    flashcl_context_free(expect_fallback(FLASHCL_PASS_BACKWARD, &desc, "backward_mma.cl",
+                                         "sm_90a variant of mma.cl mma_nvidia.cl mma_operands.cl wgmma.cl "
+                                         "backward_mma.cl backward_wgmma.cl unavailable: "));
 }
 END_TEST
 
