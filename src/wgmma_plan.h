@@ -11,7 +11,8 @@
 /* When a context runs the Hopper forward and backward (flashcl_settings.wgmma; context.c reads FLASHCL_WGMMA):
  * never (0, also what a zeroed settings struct says), wherever they apply (1, FLASHCL_WGMMA=1: tests and A/B
  * timing), or where they apply and were measured faster than the mma.sync kernels (2, the default). The forward's
- * default: head_dim 64, causal or not, on the one-block-at-a-time kernel, 2 warpgroups x 128 keys; head_dim 128,
+ * default: head_dim 64, causal or not, on the one-block-at-a-time kernel, 128 keys a step on 4 warpgroups (dense
+ * without causal) or 2 (causal, or with a modifier: a staged bias needs the room); head_dim 128,
  * causal or not, on the pipelined one (WG_PIPELINE), 3 warpgroups x 64 keys; the score modifiers and the bias at
  * head_dim 128 only, a bias only staged (docs/perf.md "wgmma forward (issue 22)" and "Score modifiers on the wgmma
  * forward"). The backward's: every dense call it takes (docs/perf.md "wgmma backward (issue 22, item 3)"). */

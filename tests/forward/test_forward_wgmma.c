@@ -13,8 +13,8 @@
 
 #include "feature_harness.h"
 
-/* Lengths around the kernel's 64-row warpgroups, 128-row work-groups and 64/128-key steps (1, 63, 64, 65, 200,
- * 1000, 4096), seqlen_q != seqlen_k both ways (causal with seqlen_q > seqlen_k: fully masked top rows), batches,
+/* Lengths around the kernel's 64-row warpgroups, 128-, 192- and 256-row work-groups and 64/128-key steps (1, 63,
+ * 64, 65, 200, 700, 1000, 1100, 4096), seqlen_q != seqlen_k both ways (causal with seqlen_q > seqlen_k: fully masked top rows), batches,
  * heads, GQA and MQA; head dims 64 and 128. */
 static const ts_case sweep[] = {
     {1, 1, 1, 1, 1, 64, 0, 0, 1},          {1, 2, 2, 63, 63, 128, 1, 0, 1},     {1, 1, 1, 64, 64, 64, 1, 0, 1},
@@ -22,6 +22,9 @@ static const ts_case sweep[] = {
     {1, 1, 1, 4096, 4096, 64, 1, 0, 1},    {1, 1, 1, 4096, 4096, 128, 0, 0, 1}, {1, 2, 2, 200, 63, 64, 1, 0, 1},
     {2, 4, 1, 65, 1000, 128, 1, 0, 1},     {1, 2, 2, 1, 200, 128, 1, 0, 1},     {1, 3, 1, 129, 77, 64, 0, 0.3f, 1},
     {1, 1, 1, 1000, 65, 128, 1, 0, 1},     {1, 2, 2, 128, 129, 64, 0, 0, 1},
+    /* d64 without causal runs on work-groups of four warpgroups (256 query rows): more than one of them, the
+     * last partial. Keys past CPU_MAX_KEYS: the H100 runs these, the CPU implementations skip them. */
+    {2, 2, 1, 700, 1100, 64, 0, 0, 1},     {1, 1, 1, 1100, 1100, 64, 0, 0, 1},
 };
 #define SWEEP_COUNT ((int)(sizeof sweep / sizeof sweep[0]))
 

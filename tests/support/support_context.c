@@ -15,7 +15,9 @@
  * The anchor is made by flashcl_context_create on the device FLASHCL_DEVICE names; a suite that changes
  * FLASHCL_DEVICE between calls gets a fresh anchor for the new name, and a child forked after the anchor was made
  * (Check's CK_FORK=yes) makes its own: an OpenCL context does not survive fork (the driver's threads stay in the
- * parent), so the child leaves the inherited one alone. */
+ * parent), so the child leaves the inherited one alone. That helps only a child whose parent had not started the
+ * driver at all beyond this anchor; no suite forks after using OpenCL in its parent (the forking suites call
+ * ts_context only inside their cases). */
 static pthread_mutex_t anchor_lock = PTHREAD_MUTEX_INITIALIZER;
 static flashcl_context *anchor;
 static char *anchor_device; /* FLASHCL_DEVICE when the anchor was made; NULL: unset */
@@ -33,7 +35,8 @@ static void release_anchor(void) {
 
 static int same_device_name(const char *a, const char *b) { return (!a && !b) || (a && b && strcmp(a, b) == 0); }
 
-/* The process's shared queue for the device FLASHCL_DEVICE names now; NULL with *status set on failure. */
+/* The process's shared queue for the device FLASHCL_DEVICE names now, retained for the caller (who releases it
+ * once a context holds it); NULL with *status set on failure. */
 static cl_command_queue shared_queue(flashcl_status *status) {
     const char *device = getenv("FLASHCL_DEVICE");
     pthread_mutex_lock(&anchor_lock);
@@ -51,7 +54,10 @@ static cl_command_queue shared_queue(flashcl_status *status) {
         if (*status == FLASHCL_SUCCESS && device) anchor_device = strdup(device);
         if (*status == FLASHCL_SUCCESS && !release_registered) release_registered = atexit(release_anchor) == 0;
     }
+    /* Retained under the lock: another thread that changes FLASHCL_DEVICE may release the anchor as soon as the
+     * lock is free. The caller releases it. */
     cl_command_queue queue = anchor ? flashcl_context_queue(anchor) : NULL;
+    if (queue && clRetainCommandQueue(queue) != CL_SUCCESS) queue = NULL;
     pthread_mutex_unlock(&anchor_lock);
     return queue;
 }
@@ -62,7 +68,8 @@ flashcl_context *ts_context(void) {
     ck_assert_msg(status == FLASHCL_SUCCESS && queue, "flashcl_context_create: %s: %s",
                   flashcl_status_string(status), flashcl_last_error(NULL));
     flashcl_context *ctx = NULL;
-    status = flashcl_context_create_from_queue(&ctx, queue, NULL);
+    status = flashcl_context_create_from_queue(&ctx, queue, NULL); /* retains the queue itself */
+    clReleaseCommandQueue(queue);
     ck_assert_msg(status == FLASHCL_SUCCESS && ctx, "flashcl_context_create_from_queue: %s: %s",
                   flashcl_status_string(status), flashcl_last_error(NULL));
     return ctx;
