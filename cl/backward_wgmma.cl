@@ -1,6 +1,7 @@
 // backward_wgmma.cl: the backward pass's dK/dV and dQ kernels on Hopper's
 // warpgroup matrix instructions (wgmma, sm_90a; issue 22, item 3), for 16-bit
-// storage (half, bfloat16) and head dims 64 and 128, dense, causal or not.
+// storage (half, bfloat16) and head dims 64 and 128, causal or not, with the
+// score modifiers (FLASHCL_SOFTCAP, FLASHCL_ALIBI; common.cl) or without.
 // Placed after mma.cl, mma_nvidia.cl, mma_operands.cl, wgmma.cl and
 // backward_mma.cl (whose lse_log2 this file uses, and whose
 // flashcl_backward_mma_dq computes dQ on mma.sync where the host leaves out
@@ -29,7 +30,11 @@
 //                     storage type are wgmma's A fragment, as P is in
 //                     forward_wgmma.cl; dO by descriptor, MN-major)
 //   dK  += dS^T Q    (likewise, Q MN-major)
-// and dK is scaled once at the end. K and V (the work-group's rows) are
+// and dK is scaled once at the end. With a score modifier, each score is
+// scaled and modified (common.cl's FLASHCL_SCORE_MOD) before its exponential,
+// and soft-capping's derivative multiplies dS^T: dP^T is then waited for
+// with S^T and dS^T computed in the same pass as P^T (the derivative is
+// known only there), instead of P^T overlapping dP^T's product. K and V (the work-group's rows) are
 // copied to local memory once; Q, dO and their LSE and D go to two stages,
 // step j + 1 copied (cp.async) while step j is computed. All tiles use
 // wgmma.cl's core-matrix layout, which serves both operand orders: Q and
@@ -67,6 +72,21 @@
 #define BW_TILE_BYTES(rows) ((rows) * HEAD_DIM * 2)
 // One 8-row group of a tile (wgmma.cl): the K-major stride byte offset and the MN-major leading one.
 #define BW_GROUP_BYTES (HEAD_DIM * 16)
+
+// The exponent's factor: with a score modifier the scores are scaled where
+// they are modified, and the exponent takes log2(e) alone.
+#if FLASHCL_SCORE_MODS
+#define BW_SCALE2(scale) M_LOG2E_F
+#else
+#define BW_SCALE2(scale) ((scale) * M_LOG2E_F)
+#endif
+// Where dS (dS^T) comes from in the packing loops: computed with P (and
+// soft-capping's derivative g) into dp's registers, or there from P and dP.
+#if FLASHCL_SOFTCAP
+#define BW_DS(p, dp, d) (dp)
+#else
+#define BW_DS(p, dp, d) ((p) * ((dp) - (d)))
+#endif
 
 // Waits until at most the last committed group runs (the dV group done, the
 // dK group may run on), with dV's accumulators and P^T's A registers as
@@ -106,10 +126,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
     const int wg_key0 = key0 + warpgroup * 64;
     const int key_top = wg_key0 + warp * 16 + g, key_bottom = key_top + 8;
-#if FLASHCL_SCORE_MODS || FLASHCL_BIAS
-#error "the wgmma dK/dV kernel takes dense calls only (the dispatcher sends the others to mma.sync)"
+#if FLASHCL_BIAS
+#error "the wgmma backward takes no bias (the dispatcher sends such calls to mma.sync)"
 #endif
-    const float scale2 = scale * M_LOG2E_F;
+    const float scale2 = BW_SCALE2(scale);
 
     // Bottom-right causal alignment: query i sees keys j <= i + diagonal, so
     // queries before key0 - diagonal see none of this group's keys.
@@ -166,6 +186,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     for (int s = 0; s < steps; ++s) {
         const int q0 = q_start + (s % q_blocks) * BW_BLOCK_Q;
         const int stage = s & 1;
+#if FLASHCL_ALIBI
+        const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, hk * group_size + s / q_blocks);
+#endif
         // Step s (and K, V) has landed; every warpgroup is done with step
         // s - 1, whose stage step s + 1 now fills.
         COPY_WAIT(0);
@@ -191,8 +214,12 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         for (int d = 0; d < HEAD_DIM / 16; ++d) WGMMA_SS(BW_BLOCK_Q, dpt, v_desc + 16 * d, do_desc + 16 * d, d > 0);
         WGMMA_COMMIT();
 
-        // P^T while dP^T is still in flight, then dS^T.
+        // P^T while dP^T is still in flight, then dS^T (soft-capped: both
+        // waited for, dS^T with P^T).
         WGMMA_WAIT1(BW_BLOCK_Q, st);
+#if FLASHCL_SOFTCAP
+        WGMMA_WAIT(BW_BLOCK_Q, dpt);
+#endif
         __local const float *lse_s = lse_tiles[stage];
         __local const float *delta_s = delta_tiles[stage];
         const bool masked = causal && wg_key0 + 63 > q0 + diagonal; // uniform per warpgroup
@@ -200,6 +227,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         for (int n = 0; n < BW_BLOCK_Q / 8; ++n) {
             const int col = n * 8 + 2 * t;
             const float2 l = vload2(0, lse_s + col);
+#if FLASHCL_SCORE_MODS
+            float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
+            {
+                const int pos = q0 + col + diagonal; // the query's key position
+                st[4 * n] = FLASHCL_SCORE_MOD(st[4 * n] * scale, g0, alibi_slope, pos, key_top);
+                st[4 * n + 1] = FLASHCL_SCORE_MOD(st[4 * n + 1] * scale, g1, alibi_slope, pos + 1, key_top);
+                st[4 * n + 2] = FLASHCL_SCORE_MOD(st[4 * n + 2] * scale, g2, alibi_slope, pos, key_bottom);
+                st[4 * n + 3] = FLASHCL_SCORE_MOD(st[4 * n + 3] * scale, g3, alibi_slope, pos + 1, key_bottom);
+            }
+#endif
             float p0 = EXP2(fma(st[4 * n], scale2, -l.x));
             float p1 = EXP2(fma(st[4 * n + 1], scale2, -l.y));
             float p2 = EXP2(fma(st[4 * n + 2], scale2, -l.x));
@@ -211,21 +248,32 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 if (key_bottom > query) p2 = 0.0f;
                 if (key_bottom > query + 1) p3 = 0.0f;
             }
+#if FLASHCL_SOFTCAP
+            {
+                const float2 dl = vload2(0, delta_s + col);
+                dpt[4 * n] = p0 * (dpt[4 * n] - dl.x) * g0;
+                dpt[4 * n + 1] = p1 * (dpt[4 * n + 1] - dl.y) * g1;
+                dpt[4 * n + 2] = p2 * (dpt[4 * n + 2] - dl.x) * g2;
+                dpt[4 * n + 3] = p3 * (dpt[4 * n + 3] - dl.y) * g3;
+            }
+#endif
             st[4 * n] = p0;
             st[4 * n + 1] = p1;
             st[4 * n + 2] = p2;
             st[4 * n + 3] = p3;
         }
+#if !FLASHCL_SOFTCAP
         WGMMA_WAIT(BW_BLOCK_Q, dpt);
+#endif
         uint pa[BW_BLOCK_Q / 16][4], dsa[BW_BLOCK_Q / 16][4];
         UNROLL_ALWAYS
         for (int n = 0; n < BW_BLOCK_Q / 8; ++n) {
             const int col = n * 8 + 2 * t;
             const float2 dl = vload2(0, delta_s + col);
-            const float ds0 = st[4 * n] * (dpt[4 * n] - dl.x);
-            const float ds1 = st[4 * n + 1] * (dpt[4 * n + 1] - dl.y);
-            const float ds2 = st[4 * n + 2] * (dpt[4 * n + 2] - dl.x);
-            const float ds3 = st[4 * n + 3] * (dpt[4 * n + 3] - dl.y);
+            const float ds0 = BW_DS(st[4 * n], dpt[4 * n], dl.x);
+            const float ds1 = BW_DS(st[4 * n + 1], dpt[4 * n + 1], dl.y);
+            const float ds2 = BW_DS(st[4 * n + 2], dpt[4 * n + 2], dl.x);
+            const float ds3 = BW_DS(st[4 * n + 3], dpt[4 * n + 3], dl.y);
             // The A fragment of 16-query step n / 2: words (top, queries 2t..), (bottom, 2t..), (top, 8 + 2t..),
             // (bottom, 8 + 2t..), as forward_wgmma.cl packs P.
             pa[n / 2][(n % 2) * 2] = pack2(st[4 * n], st[4 * n + 1]);
@@ -327,7 +375,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const ulong delta_base = ((ulong)b * (ulong)heads_q + (ulong)h) * (ulong)seqlen_q;
     const int wg_row0 = q0 + warpgroup * 64;
     const int row_top = wg_row0 + warp * 16 + g, row_bottom = row_top + 8;
-    const float scale2 = scale * M_LOG2E_F;
+    const float scale2 = BW_SCALE2(scale);
+#if FLASHCL_ALIBI
+    const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
     const float lse_top = lse_log2(lse, lse_base + (ulong)row_top * lse_stride_s, row_top < seqlen_q);
     const float lse_bottom = lse_log2(lse, lse_base + (ulong)row_bottom * lse_stride_s, row_bottom < seqlen_q);
     const float delta_top = row_top < seqlen_q ? delta[delta_base + (ulong)row_top] : 0.0f;
@@ -388,12 +439,27 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         for (int d = 0; d < HEAD_DIM / 16; ++d) WGMMA_SS(BWQ_BLOCK_K, dp, do_desc + 16 * d, v_desc + 16 * d, d > 0);
         WGMMA_COMMIT();
 
-        // P while dP is in flight: keys past seqlen_k (zero K rows) and past
-        // the causal diagonal hidden (a uniform test per warpgroup).
+        // P while dP is in flight (soft-capped: both waited for, dS with P):
+        // keys past seqlen_k (zero K rows) and past the causal diagonal
+        // hidden (a uniform test per warpgroup).
         WGMMA_WAIT1(BWQ_BLOCK_K, s);
+#if FLASHCL_SOFTCAP
+        WGMMA_WAIT(BWQ_BLOCK_K, dp);
+#endif
         const bool masked = k0 + BWQ_BLOCK_K > seqlen_k || (causal && k0 + BWQ_BLOCK_K - 1 > wg_row0 + diagonal);
         UNROLL_ALWAYS
         for (int n = 0; n < BWQ_BLOCK_K / 8; ++n) {
+#if FLASHCL_SCORE_MODS
+            float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
+            {
+                const int key = k0 + n * 8 + 2 * t;
+                s[4 * n] = FLASHCL_SCORE_MOD(s[4 * n] * scale, g0, alibi_slope, row_top + diagonal, key);
+                s[4 * n + 1] = FLASHCL_SCORE_MOD(s[4 * n + 1] * scale, g1, alibi_slope, row_top + diagonal, key + 1);
+                s[4 * n + 2] = FLASHCL_SCORE_MOD(s[4 * n + 2] * scale, g2, alibi_slope, row_bottom + diagonal, key);
+                s[4 * n + 3] =
+                    FLASHCL_SCORE_MOD(s[4 * n + 3] * scale, g3, alibi_slope, row_bottom + diagonal, key + 1);
+            }
+#endif
             float p0 = EXP2(fma(s[4 * n], scale2, -lse_top));
             float p1 = EXP2(fma(s[4 * n + 1], scale2, -lse_top));
             float p2 = EXP2(fma(s[4 * n + 2], scale2, -lse_bottom));
@@ -406,19 +472,27 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 if (left_out || (causal && col > row_bottom + diagonal)) p2 = 0.0f;
                 if (right_out || (causal && col + 1 > row_bottom + diagonal)) p3 = 0.0f;
             }
+#if FLASHCL_SOFTCAP
+            dp[4 * n] = p0 * (dp[4 * n] - delta_top) * g0;
+            dp[4 * n + 1] = p1 * (dp[4 * n + 1] - delta_top) * g1;
+            dp[4 * n + 2] = p2 * (dp[4 * n + 2] - delta_bottom) * g2;
+            dp[4 * n + 3] = p3 * (dp[4 * n + 3] - delta_bottom) * g3;
+#endif
             s[4 * n] = p0;
             s[4 * n + 1] = p1;
             s[4 * n + 2] = p2;
             s[4 * n + 3] = p3;
         }
+#if !FLASHCL_SOFTCAP
         WGMMA_WAIT(BWQ_BLOCK_K, dp);
+#endif
         uint dsa[BWQ_BLOCK_K / 16][4];
         UNROLL_ALWAYS
         for (int n = 0; n < BWQ_BLOCK_K / 8; ++n) {
             dsa[n / 2][(n % 2) * 2] =
-                pack2(s[4 * n] * (dp[4 * n] - delta_top), s[4 * n + 1] * (dp[4 * n + 1] - delta_top));
-            dsa[n / 2][(n % 2) * 2 + 1] =
-                pack2(s[4 * n + 2] * (dp[4 * n + 2] - delta_bottom), s[4 * n + 3] * (dp[4 * n + 3] - delta_bottom));
+                pack2(BW_DS(s[4 * n], dp[4 * n], delta_top), BW_DS(s[4 * n + 1], dp[4 * n + 1], delta_top));
+            dsa[n / 2][(n % 2) * 2 + 1] = pack2(BW_DS(s[4 * n + 2], dp[4 * n + 2], delta_bottom),
+                                                BW_DS(s[4 * n + 3], dp[4 * n + 3], delta_bottom));
         }
         // dQ += dS K over BWQ_BLOCK_K / 16 k-steps of 16 keys.
         WGMMA_FENCE();

@@ -30,9 +30,11 @@ static const flashcl_feature_def feature_table[] = {
     {"dropout", dropout_on, "FLASHCL_DROPOUT", 0, 0},
     {"variable-length batch", varlen_on, "FLASHCL_VARLEN", 0, 0},
     /* The score modifiers change each score where it is computed, whatever
-     * the tiles or the key chunk: split-KV and the tensor-core kernels take them. */
-    {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA},
-    {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA},
+     * the tiles or the key chunk: split-KV and the tensor-core kernels, the Hopper backward among them, take them. */
+    {"logit soft-capping", softcap_on, "FLASHCL_SOFTCAP", 1,
+     FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA | FLASHCL_TC_WGMMA_BACKWARD},
+    {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1,
+     FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA | FLASHCL_TC_WGMMA_BACKWARD},
     /* The bias is read where each score is: split-KV, the decode kernels and the tensor-core kernels take it; both
      * backward families' dQ kernels write its gradient (dBias). */
     {"attention bias", bias_on, "FLASHCL_BIAS", 1, FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA},
@@ -51,17 +53,19 @@ const char *flashcl_features_first(const flashcl_features *f) {
     return NULL;
 }
 
-int flashcl_features_tensor_core(const flashcl_features *f, flashcl_pass pass) {
-    const int kernel = pass == FLASHCL_PASS_FORWARD ? FLASHCL_TC_FORWARD : FLASHCL_TC_BACKWARD;
+/* 1 if every feature f uses names `kernel` (a FLASHCL_TC_* bit) among the tensor-core kernels that take it. */
+static int features_taken_by(const flashcl_features *f, int kernel) {
     for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
         if (feature_table[i].on(f) && !(feature_table[i].tensor_core & kernel)) return 0;
     return 1;
 }
 
-int flashcl_features_wgmma(const flashcl_features *f) {
-    for (size_t i = 0; i < sizeof feature_table / sizeof feature_table[0]; ++i)
-        if (feature_table[i].on(f) && !(feature_table[i].tensor_core & FLASHCL_TC_WGMMA)) return 0;
-    return 1;
+int flashcl_features_tensor_core(const flashcl_features *f, flashcl_pass pass) {
+    return features_taken_by(f, pass == FLASHCL_PASS_FORWARD ? FLASHCL_TC_FORWARD : FLASHCL_TC_BACKWARD);
+}
+
+int flashcl_features_wgmma(const flashcl_features *f, flashcl_pass pass) {
+    return features_taken_by(f, pass == FLASHCL_PASS_FORWARD ? FLASHCL_TC_WGMMA : FLASHCL_TC_WGMMA_BACKWARD);
 }
 
 int flashcl_features_block_split(const flashcl_features *f) {

@@ -113,7 +113,7 @@ typedef struct flashcl_feature_def {
     const char *define;                       /* -D<define>=1 for its kernels */
     int split_kv;                             /* 1: the portable forward's split-KV takes it (cl/forward.cl) */
     int tensor_core; /* the tensor-core kernels that take it: FLASHCL_TC_FORWARD (cl/forward_mma.cl) | FLASHCL_TC_BACKWARD
-                      * | FLASHCL_TC_WGMMA (cl/forward_wgmma.cl) */
+                      * | FLASHCL_TC_WGMMA (cl/forward_wgmma.cl) | FLASHCL_TC_WGMMA_BACKWARD (cl/backward_wgmma.cl) */
 } flashcl_feature_def;
 
 /* The table, in the order options and messages use. */
@@ -126,12 +126,13 @@ int flashcl_features_any(const flashcl_features *f);
 const char *flashcl_features_first(const flashcl_features *f);
 
 /* The tensor-core kernels a feature's flashcl_feature_def.tensor_core names. */
-enum { FLASHCL_TC_FORWARD = 1, FLASHCL_TC_BACKWARD = 2, FLASHCL_TC_WGMMA = 4 };
+enum { FLASHCL_TC_FORWARD = 1, FLASHCL_TC_BACKWARD = 2, FLASHCL_TC_WGMMA = 4, FLASHCL_TC_WGMMA_BACKWARD = 8 };
 
 /* 1 if the tensor-core kernels of pass take every feature the call uses (a dense call included). */
 int flashcl_features_tensor_core(const flashcl_features *f, flashcl_pass pass);
-/* 1 if the Hopper forward (cl/forward_wgmma.cl) takes every feature f uses (FLASHCL_TC_WGMMA). */
-int flashcl_features_wgmma(const flashcl_features *f);
+/* 1 if the Hopper kernels of pass take every feature f uses: the forward (cl/forward_wgmma.cl, FLASHCL_TC_WGMMA)
+ * or the backward (cl/backward_wgmma.cl, FLASHCL_TC_WGMMA_BACKWARD); a dense call included. */
+int flashcl_features_wgmma(const flashcl_features *f, flashcl_pass pass);
 /* Bytes of one bias element when the tensor-core forwards stage the bias tile in local memory
  * (FLASHCL_BIAS_STAGED): a bias whose rows start 16-byte aligned (offset and strides multiples of a 16-byte
  * chunk's elements; broadcast strides are 0); else (no bias, or unaligned rows) 0. */

@@ -68,13 +68,14 @@ int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flash
     return 1;
 }
 
-/* Where the default mode runs it: wherever it applies (dense f16/bf16, d64 and d128, causal or not), all measured
- * faster than the mma.sync backward with the same forward (docs/perf.md, "wgmma backward (issue 22, item 3)"):
- * fwd+bwd at N 2048 / 8192 1.11-1.54x on the H100 (run 5; the backward alone 1.15-1.71x), 1.13-1.54x on an H200
- * (run 4); the least at d64 causal N 2048. */
-static int bwd_measured_faster(const flashcl_attention_desc *desc) {
+/* Where the default mode runs it: every dense call it applies to (f16/bf16, d64 and d128, causal or not), all
+ * measured faster than the mma.sync backward with the same forward (docs/perf.md, "wgmma backward (issue 22, item
+ * 3)"): fwd+bwd at N 2048 / 8192 1.11-1.54x on the H100 (run 5; the backward alone 1.15-1.71x), 1.13-1.54x on an
+ * H200 (run 4); the least at d64 causal N 2048. Calls with a score modifier (soft-capping, ALiBi) stay on mma.sync
+ * until measured (FLASHCL_WGMMA=1 runs them here). */
+static int bwd_measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
     (void)desc;
-    return 1;
+    return !flashcl_features_any(features);
 }
 
 int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, const flashcl_attention_desc *desc,
@@ -82,9 +83,9 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
     if (mode == FLASHCL_WGMMA_OFF || flashcl_sm90a_device_refusal(caps) != NULL) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
-    /* Dense calls only (causal is not a feature): the kernel has no score modifier, bias or mask. */
-    if (flashcl_features_any(features)) return 0;
-    if (mode == FLASHCL_WGMMA_AUTO && !bwd_measured_faster(desc)) return 0;
+    /* Causal is not a feature; the score modifiers are the only features the kernels take (no bias or mask). */
+    if (!flashcl_features_wgmma(features, FLASHCL_PASS_BACKWARD)) return 0;
+    if (mode == FLASHCL_WGMMA_AUTO && !bwd_measured_faster(desc, features)) return 0;
     /* cp.async copies 16-byte chunks of every row. */
     if (views_alignment % 8 != 0) return 0;
     wgmma_bwd_tiles chosen = bwd_defaults[desc->head_dim == 128];
@@ -107,9 +108,9 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
     return 1;
 }
 
-void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const flashcl_plan *dkdv,
-                                    const flashcl_plan *mma_dq, const flashcl_plan *wgmma_dq, int mma_ptx,
-                                    char *options, size_t size) {
+void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const flashcl_features *features,
+                                    const flashcl_plan *dkdv, const flashcl_plan *mma_dq,
+                                    const flashcl_plan *wgmma_dq, int mma_ptx, char *options, size_t size) {
     /* backward_mma.cl's macros for its dQ kernel (as dispatch.c builds them for the mma.sync backward), then the
      * dK/dV kernel's, then the wgmma dQ kernel's where it runs (its kernel is compiled only then). */
     snprintf(options, size,
@@ -121,4 +122,6 @@ void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const fl
     if (wgmma_dq && used < size)
         snprintf(options + used, size - used, " -DBWQ_WARPGROUPS=%d -DBWQ_BLOCK_K=%d", wgmma_dq->threads_q / 4,
                  wgmma_dq->block_q);
+    /* Dense calls add nothing: their options, and so their programs, stay as they were. */
+    flashcl_features_options(features, options, size);
 }

@@ -78,7 +78,7 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (mode == FLASHCL_WGMMA_OFF || !has_sm90a(caps) || pass != FLASHCL_PASS_FORWARD) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
-    if (!flashcl_features_wgmma(features)) return 0;
+    if (!flashcl_features_wgmma(features, FLASHCL_PASS_FORWARD)) return 0;
     if (mode == FLASHCL_WGMMA_AUTO && !measured_faster(desc, features)) return 0;
     if (views_alignment % 8 != 0) return 0;
     const wgmma_tiles chosen = tiles_for(desc, features);

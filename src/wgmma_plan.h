@@ -47,8 +47,8 @@ extern const char *const flashcl_wgmma_prelude[5];
 
 /* The Hopper backward (wgmma_backward_plan.c): cl/backward_wgmma.cl's dK/dV kernel on wgmma and
  * cl/backward_mma.cl's dQ kernel on mma.sync, one sm_90a program. 1 if it runs this backward call on caps' device
- * under mode: an sm_90a device, half or bfloat16 storage, head_dim 64 or 128, a dense call (causal or not), every
- * row start 16-byte aligned, its tiles within the static local memory; in the default mode only where the H100
+ * under mode: an sm_90a device, half or bfloat16 storage, head_dim 64 or 128, no feature but causal and the score
+ * modifiers (soft-capping, ALiBi: flashcl_features_wgmma), every row start 16-byte aligned, its tiles within the static local memory; in the default mode only where the H100
  * measured it faster than the mma.sync backward. Then *tiles holds the dK/dV kernel's (block_q the queries per
  * step, block_k the keys a work-group owns, threads_q its warps, threads_k 32). */
 int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, const flashcl_attention_desc *desc,
@@ -61,10 +61,11 @@ int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flash
                                     flashcl_plan *tiles);
 
 /* The program's -D options: backward_mma.cl's (mma_dq, the mma.sync backward's tiles; mma_ptx its backend's
- * FLASHCL_MMA_PTX), the dK/dV kernel's (dkdv) and, where dQ runs on wgmma (wgmma_dq not NULL), its kernel's. */
-void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const flashcl_plan *dkdv,
-                                    const flashcl_plan *mma_dq, const flashcl_plan *wgmma_dq, int mma_ptx,
-                                    char *options, size_t size);
+ * FLASHCL_MMA_PTX), the dK/dV kernel's (dkdv), where dQ runs on wgmma (wgmma_dq not NULL) its kernel's, and the
+ * features' defines (none for a dense call). */
+void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const flashcl_features *features,
+                                    const flashcl_plan *dkdv, const flashcl_plan *mma_dq,
+                                    const flashcl_plan *wgmma_dq, int mma_ptx, char *options, size_t size);
 
 /* The cl/ files placed before backward_wgmma.cl (NULL-terminated, 5). */
 extern const char *const flashcl_wgmma_backward_prelude[6];

@@ -178,6 +178,11 @@ void bwd_run_and_check(const bwd_case *c, const flashcl_plan *forced) {
 }
 
 void bwd_check_storage(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dtype, double ulps) {
+    bwd_check_storage_ex(ctx, c, dtype, ulps, NULL, NULL);
+}
+
+void bwd_check_storage_ex(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dtype, double ulps,
+                          const flashcl_attention_extras *extras, const flashcl_reference_extras *mods) {
     const ts_case *s = &c->shape;
     const double ulp = dtype == FLASHCL_DTYPE_F16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
     bwd_host h;
@@ -210,11 +215,14 @@ void bwd_check_storage(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dt
     flashcl_attention_desc desc;
     bwd_desc(c, &desc);
     desc.dtype = dtype;
-    ck_assert_msg(flashcl_forward(ctx, &desc, &q.view, &k.view, &v.view, &o.view, &lse.view, 0, NULL, NULL) ==
-                      FLASHCL_SUCCESS,
+    flashcl_attention_extras none;
+    flashcl_attention_extras_init(&none);
+    if (!extras) extras = &none;
+    ck_assert_msg(flashcl_forward_ex(ctx, &desc, extras, &q.view, &k.view, &v.view, &o.view, &lse.view, 0, NULL,
+                                     NULL) == FLASHCL_SUCCESS,
                   "%s", flashcl_last_error(ctx));
-    ck_assert_msg(flashcl_backward(ctx, &desc, &q.view, &k.view, &v.view, &o.view, &lse.view, &dout.view, &dq.view,
-                                   &dk.view, &dv.view, 0, NULL, NULL) == FLASHCL_SUCCESS,
+    ck_assert_msg(flashcl_backward_ex(ctx, &desc, extras, &q.view, &k.view, &v.view, &o.view, &lse.view, &dout.view,
+                                      &dq.view, &dk.view, &dv.view, 0, NULL, NULL) == FLASHCL_SUCCESS,
                   "%s", flashcl_last_error(ctx));
     ck_assert_int_eq(clFinish(queue), CL_SUCCESS);
     ts_tensor_read_output(queue, &o, "o", h.o);
@@ -224,8 +232,8 @@ void bwd_check_storage(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dt
     double *gold = malloc(sizeof(double) * (nq + 2 * nkv));
     ck_assert_ptr_nonnull(gold);
     desc.dtype = FLASHCL_DTYPE_F32;
-    ck_assert_int_eq(flashcl_reference_backward(&desc, FLASHCL_REF_DOUBLE, h.q, h.k, h.v, h.dout, gold, gold + nq,
-                                                gold + nq + nkv),
+    ck_assert_int_eq(flashcl_reference_backward_ex(&desc, FLASHCL_REF_DOUBLE, mods, h.q, h.k, h.v, h.dout, gold,
+                                                   gold + nq, gold + nq + nkv),
                      0);
     /* Not the float rule: O is rounded to storage before D = rowsum(dO * O)
      * and every gradient on the way out, so the bound is storage ulps of the

@@ -61,6 +61,10 @@ void bwd_check_gradients(const bwd_case *c, const bwd_host *h);
  * (half: 2^-11, bf16: 2^-8) of its largest magnitude against the double
  * reference on the rounded inputs. */
 void bwd_check_storage(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dtype, double ulps);
+/* The same through flashcl_forward_ex / flashcl_backward_ex with extras (the score modifiers, say; NULL: none),
+ * judged against the reference with mods (NULL: none), which must describe the same modifiers. */
+void bwd_check_storage_ex(flashcl_context *ctx, const bwd_case *c, flashcl_dtype dtype, double ulps,
+                          const flashcl_attention_extras *extras, const flashcl_reference_extras *mods);
 
 /* Forward, backward, read back and check, on ctx (bwd_run_and_check_on) or
  * on a fresh context. A forced plan may be given (NULL: the planner's). */

@@ -2,8 +2,9 @@
  * program) against the double reference. With FLASHCL_WGMMA=1,
  * on an NVIDIA GPU of compute capability 9.0 every backward call of the sweep must run it (call stats: backend
  * "nvidia-wgmma", program backward_wgmma.cl) and be right; everywhere else (POCL, rusticl) the same calls must run
- * another kernel and be right: the fallback; two identical calls give the same bits. Calls it does not take (FLASHCL_WGMMA=0, float storage, a head dim it
- * has no tiles for, rows not 16-byte aligned) never run it. */
+ * another kernel and be right: the fallback; two identical calls give the same bits. The score modifiers
+ * (soft-capping, ALiBi, both) run on it with their defines. Calls it does not take (FLASHCL_WGMMA=0, float storage, a
+ * head dim it has no tiles for, rows not 16-byte aligned) never run it. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,61 @@ START_TEST(test_repeatable) {
 }
 END_TEST
 
+/* The score modifiers: soft-capping at caps that bend scores of a few units (amplitude 3), ALiBi (slopes 0.5 / 2^h,
+ * llama.cpp's shape), both; causal with seqlen_q above and below seqlen_k, GQA and MQA, both storage types and head
+ * dims, judged against the double reference with the same modifiers. On an sm_90 device each must run the wgmma
+ * program with the modifiers' defines (FLASHCL_WGMMA=1: the default mode leaves them to mma.sync until measured);
+ * elsewhere the fallback, checked on the first two cases only (one on rusticl, one on POCL: ts_split_takes; each a
+ * build of the portable kernels with the modifiers, which test_score_mods covers), the rest on sm_90 only. */
+typedef struct mod_case {
+    bwd_case c;
+    flashcl_dtype dtype;
+    float softcap;
+    int alibi;
+} mod_case;
+static const mod_case mod_cases[] = {
+    {{"softcap 3 200x200 d64 causal gqa", {1, 4, 2, 200, 200, 64, 1, 0.0f, 3.0f}, BHSD, 0}, FLASHCL_DTYPE_F16, 3.0f, 0},
+    {{"alibi 130x257 d128 batch 2", {2, 2, 2, 130, 257, 128, 0, 0.0f, 3.0f}, BSHD, 8}, FLASHCL_DTYPE_BF16, 0.0f, 1},
+    {{"softcap 5 + alibi 257x130 d128 causal mqa", {1, 3, 1, 257, 130, 128, 1, 0.0f, 3.0f}, BHSD, 0},
+     FLASHCL_DTYPE_F16, 5.0f, 1},
+    {{"softcap 2 + alibi 70x90 d64 gqa", {1, 4, 2, 70, 90, 64, 0, 0.0f, 3.0f}, BHSD, 0}, FLASHCL_DTYPE_BF16, 2.0f, 1},
+    {{"softcap 2 + alibi 1000x1000 d64 causal gqa", {1, 8, 2, 1000, 1000, 64, 1, 0.0f, 3.0f}, BHSD, 0},
+     FLASHCL_DTYPE_BF16, 2.0f, 1},
+    {{"softcap 30 + alibi 2048x2048 d128", {1, 4, 4, 2048, 2048, 128, 0, 0.0f, 3.0f}, BHSD, 0}, FLASHCL_DTYPE_F16,
+     30.0f, 1},
+    {{"softcap 3 700x1100 d128 causal gqa", {2, 4, 1, 700, 1100, 128, 1, 0.0f, 3.0f}, BSHD, 8}, FLASHCL_DTYPE_F16,
+     3.0f, 0},
+};
+#define MOD_CASE_COUNT ((int)(sizeof mod_cases / sizeof mod_cases[0]))
+
+START_TEST(test_modifiers) {
+    const mod_case *m = &mod_cases[_i];
+    flashcl_context *ctx = ts_context_wgmma("1");
+    const int sm90 = ts_device_is_sm90(ctx);
+    if (!sm90 && (_i >= 2 || !ts_split_takes(_i, 0, 2))) {
+        flashcl_context_free(ctx);
+        return;
+    }
+    float slopes[8];
+    for (int h = 0; h < m->c.shape.heads_q; ++h) slopes[h] = 0.5f / (float)(1 << h);
+    flashcl_attention_extras ex;
+    flashcl_attention_extras_init(&ex);
+    ex.softcap = m->softcap;
+    flashcl_reference_extras mods = {.softcap = m->softcap};
+    if (m->alibi) ex.alibi_slopes_host = slopes, mods.alibi_slopes = slopes;
+    bwd_check_storage_ex(ctx, &m->c, m->dtype, STORAGE_ULPS, &ex, &mods);
+    expect_backend(ctx, m->c.name, sm90);
+    if (sm90) {
+        const char *options = ts_last_stats(ctx).build_options;
+        ck_assert_msg((strstr(options, "-DFLASHCL_SOFTCAP=1") != NULL) == (m->softcap > 0.0f), "%s: options \"%s\"",
+                      m->c.name, options);
+        ck_assert_msg((strstr(options, "-DFLASHCL_ALIBI=1") != NULL) == m->alibi, "%s: options \"%s\"", m->c.name,
+                      options);
+    }
+    flashcl_context_free(ctx);
+}
+END_TEST
+
 /* The default mode (FLASHCL_WGMMA unset or neither 0 nor 1) runs it where it applies: measured faster. */
 START_TEST(test_default_mode) {
     const bwd_case c = {"default mode 100x130 d128 causal", {1, 2, 2, 100, 130, 128, 1, 0.0f, 1.0f}, BHSD, 0};
@@ -165,6 +221,7 @@ static Suite *wgmma_suite(void) {
     tcase_add_loop_test(tc, test_half_sweep, 0, SWEEP_COUNT);
     tcase_add_loop_test(tc, test_bfloat16_sweep, 0, SWEEP_COUNT);
     tcase_add_loop_test(tc, test_repeatable, 0, 2);
+    tcase_add_loop_test(tc, test_modifiers, 0, MOD_CASE_COUNT);
     tcase_add_test(tc, test_default_mode);
     tcase_add_loop_test(tc, test_not_taken, 0, 3);
     suite_add_tcase(s, tc);
