@@ -75,6 +75,11 @@ int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flash
  * until measured (FLASHCL_WGMMA=1 runs them here). */
 static int bwd_measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
     (void)desc;
+#ifdef FLASHCL_MMA_EXPERIMENT
+    /* A/B timing of the modifiers: FLASHCL_WGMMA_BACKWARD=1 takes them in the default mode, the forward unchanged. */
+    const char *backward = getenv("FLASHCL_WGMMA_BACKWARD");
+    if (backward && strcmp(backward, "1") == 0) return 1;
+#endif
     return !flashcl_features_any(features);
 }
 
