@@ -68,19 +68,15 @@ int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flash
     return 1;
 }
 
-/* Where the default mode runs it: every dense call it applies to (f16/bf16, d64 and d128, causal or not), all
- * measured faster than the mma.sync backward with the same forward (docs/perf.md, "wgmma backward (issue 22, item
- * 3)"): fwd+bwd at N 2048 / 8192 1.11-1.54x on the H100 (run 5; the backward alone 1.15-1.71x), 1.13-1.54x on an
- * H200 (run 4); the least at d64 causal N 2048. Calls with a score modifier (soft-capping, ALiBi) stay on mma.sync
- * until measured (FLASHCL_WGMMA=1 runs them here). */
+/* Where the default mode runs it: every call it applies to (f16/bf16, d64 and d128, causal or not, dense or with
+ * soft-capping or ALiBi), all measured faster than the mma.sync backward with the same forward (docs/perf.md, "wgmma
+ * backward (issue 22, item 3)" and "Score modifiers on the wgmma backward"): dense fwd+bwd at N 2048 / 8192
+ * 1.11-1.54x on the H100 (run 5; the backward alone 1.15-1.71x), 1.13-1.54x on an H200 (run 4), the least at d64
+ * causal N 2048; with soft-capping 1.11-1.47x, with ALiBi 1.18-1.57x (H100, 2026-11-28). */
 static int bwd_measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
     (void)desc;
-#ifdef FLASHCL_MMA_EXPERIMENT
-    /* A/B timing of the modifiers: FLASHCL_WGMMA_BACKWARD=1 takes them in the default mode, the forward unchanged. */
-    const char *backward = getenv("FLASHCL_WGMMA_BACKWARD");
-    if (backward && strcmp(backward, "1") == 0) return 1;
-#endif
-    return !flashcl_features_any(features);
+    (void)features;
+    return 1;
 }
 
 int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, const flashcl_attention_desc *desc,

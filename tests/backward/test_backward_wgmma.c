@@ -136,7 +136,7 @@ END_TEST
 /* The score modifiers: soft-capping at caps that bend scores of a few units (amplitude 3), ALiBi (slopes 0.5 / 2^h,
  * llama.cpp's shape), both; causal with seqlen_q above and below seqlen_k, GQA and MQA, both storage types and head
  * dims, judged against the double reference with the same modifiers. On an sm_90 device each must run the wgmma
- * program with the modifiers' defines (FLASHCL_WGMMA=1: the default mode leaves them to mma.sync until measured);
+ * program with the modifiers' defines, in the default mode (even cases: measured faster) and with FLASHCL_WGMMA=1;
  * elsewhere the fallback, checked on the first two cases only (one on rusticl, one on POCL: ts_split_takes; each a
  * build of the portable kernels with the modifiers, which test_score_mods covers), the rest on sm_90 only. */
 typedef struct mod_case {
@@ -162,7 +162,7 @@ static const mod_case mod_cases[] = {
 
 START_TEST(test_modifiers) {
     const mod_case *m = &mod_cases[_i];
-    flashcl_context *ctx = ts_context_wgmma("1");
+    flashcl_context *ctx = ts_context_wgmma(_i % 2 ? "1" : "2");
     const int sm90 = ts_device_is_sm90(ctx);
     if (!sm90 && (_i >= 2 || !ts_split_takes(_i, 0, 2))) {
         flashcl_context_free(ctx);
