@@ -39,10 +39,15 @@ static const wgmma_tiles defaults[2][2] = {
 
 /* d64 without causal, dense: 4 x 128 keys (one work-group of four warpgroups, each K/V block shared by 256 rows)
  * won rounds 3 and 4 on the H100 (2026-11-28, f16 and bf16: 1.04-1.06x at N 2048, 1.09-1.11x at 8192; rounds 1-2
- * 1.02-1.11x). It was measured on dense calls only, and a staged float32 bias tile of 256 rows does not fit beside
- * it, so calls with score modifiers or a bias keep 2 x 128 (the tiles their tests and timings ran on). */
+ * 1.02-1.11x). d64 with soft-capping or ALiBi (no bias), causal or not: 2 x 64 pipelined, the softmax's extra work
+ * of block j - 1 beside block j's S (H100, 2026-11-28, f16, N 2048 / 8192: 1.24-1.36x mma.sync; 4 x 128 one block
+ * at a time 1.21-1.30x, 3 x 64 pipelined 1.11-1.34x, 2 x 128 pipelined 1.06-1.11x, 2 x 128 one at a time
+ * 0.75-0.95x; docs/perf.md, "d64 forwards with a modifier on the wgmma tile variants"). d64 with a bias keeps 2 x
+ * 128 one at a time (a staged float32 bias tile of 256 rows does not fit beside 4 x 128; the tiles its tests ran
+ * on). */
 static wgmma_tiles tiles_for(const flashcl_attention_desc *desc, const flashcl_features *features) {
-    if (desc->head_dim == 64 && !desc->causal && flashcl_features_any(features)) return (wgmma_tiles){2, 128, 0};
+    if (desc->head_dim == 64 && flashcl_features_any(features))
+        return features->bias ? (wgmma_tiles){2, 128, 0} : (wgmma_tiles){2, 64, 1};
     return defaults[desc->head_dim == 128][desc->causal != 0];
 }
 
@@ -62,14 +67,13 @@ static size_t local_bytes(int head_dim, int warpgroups, int block_n, size_t bias
  * kernel in one run). At head_dim 128 every modifier gained with the bias staged: soft-capping 1.19-1.42x, ALiBi
  * 1.21-1.47x, a full bias 1.17-1.33x, a shared one 1.31-1.33x. A bias read pair by pair from global memory (rows
  * not 16-byte aligned) took 2.70 / 10.43 ms at d128 there, where mma.sync's unstaged path took 2.46 / 10.2 in an
- * earlier run: not faster, so it stays on mma.sync. At head_dim 64 nothing gained on the 2 x 128 tiles
- * (soft-capping 0.75-0.76x, ALiBi 0.93-0.95x, the bias 0.96-1.00x) and the pipelined 2 x 64 tiles only tied for a
- * full bias (1.01-1.03x, one round): mma.sync keeps them. FLASHCL_WGMMA_ON still runs them all here (tests,
- * comparisons). */
+ * earlier run: not faster, so it stays on mma.sync. At head_dim 64 soft-capping and ALiBi gained on the pipelined
+ * 2 x 64 tiles (tiles_for: 1.24-1.34x and 1.24-1.36x, causal or not), where the 2 x 128 tiles had lost (0.75-0.76x,
+ * 0.93-0.95x); a bias there (0.96-1.00x on 2 x 128, 1.01-1.03x on 2 x 64 pipelined in one round) stays on mma.sync.
+ * FLASHCL_WGMMA_ON still runs them all here (tests, comparisons). */
 static int measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
-    if (!flashcl_features_any(features)) return 1;
-    if (desc->head_dim != 128) return 0;
-    return !features->bias || flashcl_bias_staged_bytes(features) != 0;
+    if (!features->bias) return 1;
+    return desc->head_dim == 128 && flashcl_bias_staged_bytes(features) != 0;
 }
 
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,

@@ -659,25 +659,36 @@ START_TEST(wgmma_decisions) {
             flashcl_exec_plan_report(&plan, &stats);
             ck_assert_str_eq(stats.backend, "nvidia-wgmma");
         }
-    /* d64 without causal: the dense 4 x 128 tiles were timed on dense calls only (and a staged float32 bias of 256
-     * rows would not fit), so a call with a modifier keeps 2 x 128. */
-    {
+    /* d64, causal or not: soft-capping and ALiBi run on 2 x 64 pipelined tiles in the default mode (measured
+     * faster than mma.sync), a bias on 2 x 128 one block at a time (a staged float32 bias of 256 rows would not fit
+     * beside the dense 4 x 128) in the ON mode only. */
+    for (int causal = 0; causal < 2; ++causal) {
         flashcl_settings on = s;
         on.wgmma = FLASHCL_WGMMA_ON;
-        const flashcl_attention_desc m = problem_desc(1000, 64, FLASHCL_DTYPE_F16, 0);
+        const flashcl_attention_desc m = problem_desc(1000, 64, FLASHCL_DTYPE_F16, causal);
         flashcl_features capped = dense(&m);
         capped.softcap = 30.0f;
-        const flashcl_exec_plan plan = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &capped, 8);
+        capped.alibi = causal;
+        const flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &capped, 8);
         ck_assert_int_eq(plan.sm90a, 1);
         ck_assert_int_eq(plan.tiles.block_q, 128);
-        ck_assert_int_eq(plan.tiles.block_k, 128);
-        ck_assert_ptr_nonnull(strstr(plan.options, "-DBLOCK_N=128 -DWARPGROUPS=2 "));
+        ck_assert_int_eq(plan.tiles.block_k, 64);
+        ck_assert_ptr_nonnull(strstr(plan.options, "-DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1 "
+                                                   "-DFLASHCL_SOFTCAP=1"));
+        ck_assert_str_eq(dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &capped, 8).options, plan.options);
+        flashcl_features biased = capped;
+        biased.bias = 1;
+        biased.bias_dtype = FLASHCL_DTYPE_F32;
+        ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &biased, 8).sm90a, 0);
+        const flashcl_exec_plan biased_on = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &biased, 8);
+        ck_assert_int_eq(biased_on.tiles.block_k, 128);
+        ck_assert_ptr_nonnull(strstr(biased_on.options, "-DBLOCK_N=128 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DFLASHCL_"));
     }
     /* The score modifiers and the bias run on it with the dense tiles and their defines after the dense options (a
-     * dense call's options, and so its program, are unchanged); an aligned bias is staged (its two tiles in the
-     * local memory counted), an unaligned one read from global memory. The default mode takes them where they were
-     * measured faster than mma.sync: head_dim 128 with no bias or a staged one; at 64, and with an unaligned bias,
-     * only FLASHCL_WGMMA_ON does. */
+     * dense call's options, and so its program, are unchanged; at d64 the dense causal tiles are those a bias
+     * takes, the modifiers' are above); an aligned bias is staged (its two tiles in the local memory counted), an
+     * unaligned one read from global memory. The default mode takes a bias where it was measured faster than
+     * mma.sync: head_dim 128, staged; at 64, and unaligned, only FLASHCL_WGMMA_ON does. */
     {
         flashcl_settings on = s;
         on.wgmma = FLASHCL_WGMMA_ON;
@@ -690,13 +701,15 @@ START_TEST(wgmma_decisions) {
             flashcl_features capped = plain;
             capped.softcap = 30.0f;
             const flashcl_exec_plan auto_softcap = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &capped, 8);
-            ck_assert_str_eq(auto_softcap.backend->name, d ? "nvidia-wgmma" : "nvidia-mma-sync");
-            const flashcl_exec_plan softcap = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &capped, 8);
-            ck_assert_int_eq(softcap.sm90a, 1);
-            snprintf(options, sizeof options, "%s -DFLASHCL_SOFTCAP=1", base.options);
-            ck_assert_str_eq(softcap.options, options);
-            ck_assert_uint_eq(softcap.tiles.local_mem_bytes, base.tiles.local_mem_bytes);
-            if (d) ck_assert_str_eq(auto_softcap.options, options);
+            ck_assert_str_eq(auto_softcap.backend->name, "nvidia-wgmma");
+            if (d) {
+                const flashcl_exec_plan softcap = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &capped, 8);
+                ck_assert_int_eq(softcap.sm90a, 1);
+                snprintf(options, sizeof options, "%s -DFLASHCL_SOFTCAP=1", base.options);
+                ck_assert_str_eq(softcap.options, options);
+                ck_assert_uint_eq(softcap.tiles.local_mem_bytes, base.tiles.local_mem_bytes);
+                ck_assert_str_eq(auto_softcap.options, options);
+            }
             flashcl_features biased = plain;
             biased.alibi = 1;
             biased.bias = 1;
