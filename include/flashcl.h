@@ -730,7 +730,7 @@ FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx
  * mma.sync, the reason in flashcl_last_error and flashcl_last_build_log. No effect on other devices. */
 typedef enum flashcl_wgmma_mode {
     /* Default: where it was measured faster than mma.sync (head_dim 64 and 128, causal or not; forwards with
-     * soft-capping, ALiBi or a bias only at head_dim 128, and a bias only with rows 16-byte aligned; every
+     * soft-capping and ALiBi at both, a bias only at head_dim 128 with rows 16-byte aligned; every
      * backward it takes, dense or with soft-capping and ALiBi). */
     FLASHCL_WGMMA_MODE_AUTO = 0,
     /* Never: the mma.sync kernel. */
