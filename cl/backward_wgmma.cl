@@ -34,7 +34,8 @@
 // scaled and modified (common.cl's FLASHCL_SCORE_MOD) before its exponential,
 // and soft-capping's derivative multiplies dS^T: dP^T is then waited for
 // with S^T and dS^T computed in the same pass as P^T (the derivative is
-// known only there), instead of P^T overlapping dP^T's product. K and V (the work-group's rows) are
+// known only there), instead of P^T overlapping dP^T's product. K and V (the
+// work-group's rows) are
 // copied to local memory once; Q, dO and their LSE and D go to two stages,
 // step j + 1 copied (cp.async) while step j is computed. All tiles use
 // wgmma.cl's core-matrix layout, which serves both operand orders: Q and

@@ -68,25 +68,17 @@ int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flash
     return 1;
 }
 
-/* Where the default mode runs it: every call it applies to (f16/bf16, d64 and d128, causal or not, dense or with
- * soft-capping or ALiBi), all measured faster than the mma.sync backward with the same forward (docs/perf.md, "wgmma
- * backward (issue 22, item 3)" and "Score modifiers on the wgmma backward"): dense fwd+bwd at N 2048 / 8192
- * 1.11-1.54x on the H100 (run 5; the backward alone 1.15-1.71x), 1.13-1.54x on an H200 (run 4), the least at d64
- * causal N 2048; with soft-capping 1.11-1.47x, with ALiBi 1.18-1.57x (H100, 2026-11-28). */
-static int bwd_measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
-    (void)desc;
-    (void)features;
-    return 1;
-}
-
 int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, const flashcl_attention_desc *desc,
                                    const flashcl_features *features, int views_alignment, flashcl_plan *tiles) {
     if (mode == FLASHCL_WGMMA_OFF || flashcl_sm90a_device_refusal(caps) != NULL) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
-    /* Causal is not a feature; the score modifiers are the only features the kernels take (no bias or mask). */
+    /* Causal is not a feature; the score modifiers are the only features the kernels take (no bias or mask). The
+     * default mode runs every call it applies to: all measured faster than the mma.sync backward with the same
+     * forward (docs/perf.md, "wgmma backward (issue 22, item 3)" and "Score modifiers on the wgmma backward"): dense
+     * fwd+bwd at N 2048 / 8192 1.11-1.54x on the H100 (the backward alone 1.15-1.71x), 1.13-1.54x on an H200, the
+     * least at d64 causal N 2048; with soft-capping 1.11-1.47x, with ALiBi 1.18-1.57x (H100). */
     if (!flashcl_features_wgmma(features, FLASHCL_PASS_BACKWARD)) return 0;
-    if (mode == FLASHCL_WGMMA_AUTO && !bwd_measured_faster(desc, features)) return 0;
     /* cp.async copies 16-byte chunks of every row. */
     if (views_alignment % 8 != 0) return 0;
     wgmma_bwd_tiles chosen = bwd_defaults[desc->head_dim == 128];
