@@ -55,13 +55,18 @@ static void run_checked(flashcl_context *ctx, const ts_problem *p, const ts_plac
 /* Cases of more keys than this run on an sm_90 device only: elsewhere they would time the portable kernel on the
  * CPU (minutes; test_forward covers its long rows), not the wgmma one. main() says so where it applies. */
 #define CPU_MAX_KEYS 1000
+/* Elsewhere the sweep's calls run the portable kernel, whose own sweep is test_forward's: there the first
+ * CPU_FALLBACK_CASES cases (both head dims, causal or not, a batch of 2) check that the calls fall back and are
+ * right, and the rest run on an sm_90 device only (they were a third of this suite's CPU time, repeating
+ * test_forward; docs/testing.md, "Test time"). */
+#define CPU_FALLBACK_CASES 4
 
 /* Each case in both 16-bit types, unless FLASHCL_TEST_SWEEP=diagonal (rusticl) thins it to one. */
 static void run_case(const ts_case *c, flashcl_dtype dtype, uint64_t seed) {
     if (!ts_sweep_takes_variant((int)(c - sweep), dtype == FLASHCL_DTYPE_BF16, 2)) return;
     flashcl_context *ctx = ts_context_wgmma("1");
     const int expected = ts_device_is_sm90(ctx);
-    if (!expected && c->seqlen_k > CPU_MAX_KEYS) {
+    if (!expected && (c->seqlen_k > CPU_MAX_KEYS || (int)(c - sweep) >= CPU_FALLBACK_CASES)) {
         flashcl_context_free(ctx);
         return;
     }
@@ -364,9 +369,9 @@ int main(void) {
     flashcl_context *ctx = NULL;
     if (flashcl_context_create(&ctx, NULL) == FLASHCL_SUCCESS) {
         if (!ts_device_is_sm90(ctx))
-            printf("forward_wgmma: not an sm_90 device: the cases of more than %d keys (the sweep's N = 4096 ones, "
-                   "a modifier case) run on the H100 only\n",
-                   CPU_MAX_KEYS);
+            printf("forward_wgmma: not an sm_90 device: the sweep's first %d cases check the fallback; the other "
+                   "cases and those of more than %d keys (a modifier case) run on an sm_90 device only\n",
+                   CPU_FALLBACK_CASES, CPU_MAX_KEYS);
         flashcl_context_free(ctx);
     }
     SRunner *runner = srunner_create(wgmma_suite());

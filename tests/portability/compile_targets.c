@@ -11,8 +11,9 @@
  * test_device_table.c. */
 static const compile_target targets[] = {
     {"gfx90a", "amdgcn", "AMD Instinct MI210/MI250", 64 * 1024, 1024, 104, 64, FLASHCL_VENDOR_AMD,
-     "gfx90a:sramecc+:xnack-", COVER_VARIANTS},
-    {"gfx1030", "amdgcn", "AMD Radeon RX 6800/6900", 64 * 1024, 1024, 36, 32, FLASHCL_VENDOR_AMD, "gfx1030", COVER_VARIANTS},
+     "gfx90a:sramecc+:xnack-", COVER_VARIANTS_16BIT_FIRST},
+    {"gfx1030", "amdgcn", "AMD Radeon RX 6800/6900", 64 * 1024, 1024, 36, 32, FLASHCL_VENDOR_AMD, "gfx1030",
+     COVER_VARIANTS_16BIT_SECOND},
     {"acm-g10", "ocloc", "Intel Arc A770", 64 * 1024, 1024, 512, 16, FLASHCL_VENDOR_INTEL,
      "Intel(R) Arc(TM) A770 Graphics", COVER_FAMILIES},
     {"pvc", "ocloc", "Intel Data Center GPU Max 1550", 128 * 1024, 1024, 448, 16, FLASHCL_VENDOR_INTEL,

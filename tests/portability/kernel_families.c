@@ -235,8 +235,13 @@ int kernel_families_walk(const flashcl_device_caps *caps, kernel_coverage covera
         const int dtypes = fam->vary & VARY_DTYPE ? 3 : 1;
         const int dims = fam->vary & VARY_HEAD_DIM ? 2 : 1;
         for (int dt = 0; dt < dtypes && !stop; ++dt)
-            for (int d = 0; d < dims && !stop; ++d)
+            for (int d = 0; d < dims && !stop; ++d) {
+                /* head_dims[1] is 128: the first target's pairs are (f16, 128) and (bf16, 64). */
+                const int parity = coverage == COVER_VARIANTS_16BIT_SECOND;
+                if (coverage != COVER_VARIANTS && dt != FLASHCL_DTYPE_F32 && dims == 2 && (dt + d + parity) % 2 != 0)
+                    continue;
                 stop = visit(caps, fam, &seen, dt, head_dims[d], NULL, sink, user, error, error_size);
+            }
         /* Feature i alone at dtype i mod 3 and head dim 128, 64, 128, ...: each define's code compiled once per
          * family; the dense builds above cover the storage types and head dims. */
         for (int i = 0; (fam->vary & VARY_FEATURES) && i < feature_count && !stop; ++i)

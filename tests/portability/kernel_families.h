@@ -19,6 +19,12 @@ typedef enum kernel_coverage {
     /* Dense builds in every storage type at head dims 64 and 128, and each feature define once, at a storage
      * type and head dim that rotate with the feature's row (so every define meets every dtype over the table). */
     COVER_VARIANTS,
+    /* As COVER_VARIANTS, but the dense 16-bit builds split between two targets of one compiler: the first takes f16
+     * at head dim 128 and bf16 at 64, the second f16 at 64 and bf16 at 128; float at both head dims on both. Each
+     * target still compiles both 16-bit types and both head dims, and each (type, head dim) pair is compiled on one
+     * of the two (the types differ in their loads and stores, not in the tiles the target's limits give). */
+    COVER_VARIANTS_16BIT_FIRST,
+    COVER_VARIANTS_16BIT_SECOND,
     /* One build per family: f16 (a family without storage types: its one build) at head dim 128, dense. For a
      * compiler too slow for more within the test's time budget (ocloc: 2-7 s for each large kernel). */
     COVER_FAMILIES
