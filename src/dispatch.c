@@ -130,7 +130,7 @@ static void flash_program(const flashcl_device_caps *caps, const flashcl_problem
         plan->kernel_names[FLASHCL_KERNEL_DKDV] = "flashcl_backward_wgmma_dkdv";
         plan->kernel_names[FLASHCL_KERNEL_DQ] = "flashcl_backward_mma_dq";
         flashcl_plan wgmma_dq;
-        const int dq_wgmma = flashcl_wgmma_backward_dq_tiles(caps, desc, &wgmma_dq);
+        const int dq_wgmma = flashcl_wgmma_backward_dq_tiles(caps, desc, p->features, &wgmma_dq);
         flashcl_wgmma_backward_options(desc, p->features, t, &plan->dq_tiles, dq_wgmma ? &wgmma_dq : NULL, 1,
                                        plan->options, sizeof plan->options);
         if (dq_wgmma) {

@@ -31,6 +31,10 @@ static const wgmma_bwd_tiles bwd_defaults[2] = {{2, 128}, {2, 64}};
  * 160.6 / 202.0 (2 x 128 157.0 / 205.0; mma.sync 154.8 / 191.9); d128 3 x 64 237.5 / 273.9 (2 x 64 224.3 / 253.8;
  * mma.sync 198.0 / 224.9), causal 187.5 / 251.8 (2 x 64 177.2 / 235.7; mma.sync 164.5 / 207.1). */
 static const wgmma_bwd_tiles dq_defaults[2][2] = {{{2, 128}, {2, 64}}, {{3, 64}, {3, 64}}};
+/* d64 with ALiBi alone, not causal: 2 x 64, as causal calls take. On the H100 (docs/perf.md, "Tiles of the wgmma
+ * backward for soft-capped and ALiBi calls") it was 1.07 / 1.05x faster fwd+bwd at N 2048 / 8192 than 2 x 128; with
+ * soft-capping 2 x 64 lost 5%, and at d128 3 x 64 stays ahead with either modifier. */
+static const wgmma_bwd_tiles dq_d64_alibi = {2, 64};
 
 /* Static local memory: K and V of the work-group's keys, two stages of Q and dO, 16-bit values; two stages of LSE
  * and D floats; 128 bytes of alignment for each of the four tile arrays. */
@@ -50,8 +54,9 @@ static size_t static_capacity(const flashcl_device_caps *caps) {
 }
 
 int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flashcl_attention_desc *desc,
-                                    flashcl_plan *tiles) {
+                                    const flashcl_features *features, flashcl_plan *tiles) {
     wgmma_bwd_tiles chosen = dq_defaults[desc->head_dim == 128][desc->causal != 0];
+    if (desc->head_dim == 64 && features->alibi && !(features->softcap > 0.0f)) chosen = dq_d64_alibi;
 #ifdef FLASHCL_MMA_EXPERIMENT
     const char *forced = getenv("FLASHCL_WGMMA_BWD_DQ");
     int fw, fk;

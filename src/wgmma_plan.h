@@ -58,7 +58,7 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
  * tiles in *tiles (block_q the keys per step, block_k the query rows a work-group owns, threads_q its warps);
  * 0: on backward_mma.cl's mma.sync dQ kernel. */
 int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flashcl_attention_desc *desc,
-                                    flashcl_plan *tiles);
+                                    const flashcl_features *features, flashcl_plan *tiles);
 
 /* The program's -D options: backward_mma.cl's (mma_dq, the mma.sync backward's tiles; mma_ptx its backend's
  * FLASHCL_MMA_PTX), the dK/dV kernel's (dkdv), where dQ runs on wgmma (wgmma_dq not NULL) its kernel's, and the

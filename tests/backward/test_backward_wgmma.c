@@ -43,6 +43,11 @@ static const bwd_case sweep[] = {
 /* Cases of more keys than this run on an sm_90 device only: elsewhere they would time the portable kernel on the
  * CPU, not the wgmma one. */
 #define CPU_MAX_KEYS 300
+/* Elsewhere the sweep's calls run the portable backward, which test_backward and test_backward_accuracy sweep: there
+ * the first CPU_FALLBACK_CASES cases (both head dims, causal or not, GQA, BSHD with an offset; bf16 on the second)
+ * check that the calls fall back and are right, the rest run on an sm_90 device only (docs/testing.md, "Test
+ * time"). */
+#define CPU_FALLBACK_CASES 3
 
 /* Which kernel the last (backward) call ran: the wgmma one exactly when `wgmma`. */
 static void expect_backend(flashcl_context *ctx, const char *name, int wgmma) {
@@ -60,7 +65,8 @@ static void expect_backend(flashcl_context *ctx, const char *name, int wgmma) {
 static void run_case(const bwd_case *c, flashcl_dtype dtype) {
     flashcl_context *ctx = ts_context_wgmma("1");
     const int sm90 = ts_device_is_sm90(ctx);
-    if (!sm90 && (c->shape.seqlen_k > CPU_MAX_KEYS || c->shape.seqlen_q > CPU_MAX_KEYS)) {
+    if (!sm90 && (c->shape.seqlen_k > CPU_MAX_KEYS || c->shape.seqlen_q > CPU_MAX_KEYS ||
+                  (int)(c - sweep) >= CPU_FALLBACK_CASES)) {
         flashcl_context_free(ctx);
         return;
     }
@@ -157,6 +163,9 @@ static const mod_case mod_cases[] = {
      30.0f, 1},
     {{"softcap 3 700x1100 d128 causal gqa", {2, 4, 1, 700, 1100, 128, 1, 0.0f, 3.0f}, BSHD, 8}, FLASHCL_DTYPE_F16,
      3.0f, 0},
+    /* d64 with ALiBi alone: dQ on its own tiles (64 keys per step), over several work-groups of each kernel. */
+    {{"alibi 1100x900 d64 gqa", {2, 4, 2, 1100, 900, 64, 0, 0.0f, 3.0f}, BSHD, 8}, FLASHCL_DTYPE_F16, 0.0f, 1},
+    {{"alibi 333x1000 d64 batch 2", {2, 2, 2, 333, 1000, 64, 0, 0.0f, 3.0f}, BHSD, 0}, FLASHCL_DTYPE_BF16, 0.0f, 1},
 };
 #define MOD_CASE_COUNT ((int)(sizeof mod_cases / sizeof mod_cases[0]))
 
@@ -183,6 +192,8 @@ START_TEST(test_modifiers) {
                       m->c.name, options);
         ck_assert_msg((strstr(options, "-DFLASHCL_ALIBI=1") != NULL) == m->alibi, "%s: options \"%s\"", m->c.name,
                       options);
+        if (m->c.shape.head_dim == 64 && m->alibi && !(m->softcap > 0.0f) && !m->c.shape.causal)
+            ck_assert_msg(strstr(options, "-DBWQ_BLOCK_K=64") != NULL, "%s: options \"%s\"", m->c.name, options);
     }
     flashcl_context_free(ctx);
 }
@@ -230,6 +241,15 @@ static Suite *wgmma_suite(void) {
 
 int main(void) {
     ts_sweep_announce("backward_wgmma");
+    flashcl_context *ctx = NULL;
+    if (flashcl_context_create(&ctx, NULL) == FLASHCL_SUCCESS) {
+        if (!ts_device_is_sm90(ctx))
+            printf("backward_wgmma: not an sm_90 device: the sweep's first %d cases and two modifier cases check "
+                   "the fallback; the other cases, and those of more than %d keys or queries, run on an sm_90 "
+                   "device only\n",
+                   CPU_FALLBACK_CASES, CPU_MAX_KEYS);
+        flashcl_context_free(ctx);
+    }
     SRunner *runner = srunner_create(wgmma_suite());
     srunner_run_all(runner, CK_NORMAL);
     const int failed = srunner_ntests_failed(runner);

@@ -867,8 +867,15 @@ START_TEST(wgmma_backward_decisions) {
     ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &capped, 8).options, capped_on.options);
     flashcl_features alibi = f64;
     alibi.alibi = 1;
-    ck_assert_ptr_nonnull(strstr(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &alibi, 8).options,
-                                 "-DFLASHCL_ALIBI=1"));
+    /* d64 with ALiBi alone takes dQ steps of 64 keys (measured faster); with soft-capping beside it, 128. */
+    const flashcl_exec_plan alibi_plan = dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &alibi, 8);
+    ck_assert_ptr_nonnull(strstr(alibi_plan.options, "-DBWQ_WARPGROUPS=2 -DBWQ_BLOCK_K=64 -DFLASHCL_ALIBI=1"));
+    ck_assert_int_eq(alibi_plan.dq_tiles.block_q, 64);
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &alibi, 8).options, alibi_plan.options);
+    flashcl_features both = alibi;
+    both.softcap = 30.0f;
+    ck_assert_ptr_nonnull(strstr(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &both, 8).options,
+                                 "-DBWQ_BLOCK_K=128"));
     flashcl_features biased = f64;
     biased.bias = 1;
     biased.bias_dtype = FLASHCL_DTYPE_F32;
