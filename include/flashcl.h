@@ -730,13 +730,12 @@ FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx
  * mma.sync, the reason in flashcl_last_error and flashcl_last_build_log. No effect on other devices. */
 typedef enum flashcl_wgmma_mode {
     /* Default: where it was measured faster than mma.sync (head_dim 64 and 128, causal or not; forwards with
-     * soft-capping and ALiBi at both, a bias only at head_dim 128 with rows 16-byte aligned; every
-     * backward it takes, dense or with soft-capping and ALiBi). */
+     * soft-capping and ALiBi at both, a bias at both with rows 16-byte aligned; every backward it takes, dense or
+     * with soft-capping and ALiBi). */
     FLASHCL_WGMMA_MODE_AUTO = 0,
     /* Never: the mma.sync kernel. */
     FLASHCL_WGMMA_MODE_OFF = 1,
-    /* Wherever it applies (beyond AUTO: the modifiers and the bias at head_dim 64, a bias in unaligned rows): for
-     * tests and comparisons. */
+    /* Wherever it applies (beyond AUTO: a bias in rows that are not 16-byte aligned): for tests and comparisons. */
     FLASHCL_WGMMA_MODE_ON = 2
 } flashcl_wgmma_mode;
 

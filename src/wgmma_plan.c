@@ -42,12 +42,12 @@ static const wgmma_tiles defaults[2][2] = {
  * 1.02-1.11x). d64 with soft-capping or ALiBi (no bias), causal or not: 2 x 64 pipelined, the softmax's extra work
  * of block j - 1 beside block j's S (H100, 2026-11-28, f16, N 2048 / 8192: 1.24-1.36x mma.sync; 4 x 128 one block
  * at a time 1.21-1.30x, 3 x 64 pipelined 1.11-1.34x, 2 x 128 pipelined 1.06-1.11x, 2 x 128 one at a time
- * 0.75-0.95x; docs/perf.md, "d64 forwards with a modifier on the wgmma tile variants"). d64 with a bias keeps 2 x
- * 128 one at a time (a staged float32 bias tile of 256 rows does not fit beside 4 x 128; the tiles its tests ran
- * on). */
+ * 0.75-0.95x; docs/perf.md, "d64 forwards with a modifier on the wgmma tile variants"). d64 with a bias too:
+ * 2 x 64 pipelined, 1.02-1.05x mma.sync on the H200 with a staged bias (2026-11-28, f16, N 2048 / 8192, shared or
+ * full, causal or not; docs/perf.md, "The d64 bias forward on wgmma"), where 2 x 128 one block at a time had tied
+ * (0.96-1.00x on the H100) and a staged float32 tile of 256 rows does not fit beside 4 x 128. */
 static wgmma_tiles tiles_for(const flashcl_attention_desc *desc, const flashcl_features *features) {
-    if (desc->head_dim == 64 && flashcl_features_any(features))
-        return features->bias ? (wgmma_tiles){2, 128, 0} : (wgmma_tiles){2, 64, 1};
+    if (desc->head_dim == 64 && flashcl_features_any(features)) return (wgmma_tiles){2, 64, 1};
     return defaults[desc->head_dim == 128][desc->causal != 0];
 }
 
@@ -69,11 +69,12 @@ static size_t local_bytes(int head_dim, int warpgroups, int block_n, size_t bias
  * not 16-byte aligned) took 2.70 / 10.43 ms at d128 there, where mma.sync's unstaged path took 2.46 / 10.2 in an
  * earlier run: not faster, so it stays on mma.sync. At head_dim 64 soft-capping and ALiBi gained on the pipelined
  * 2 x 64 tiles (tiles_for: 1.24-1.34x and 1.24-1.36x, causal or not), where the 2 x 128 tiles had lost (0.75-0.76x,
- * 0.93-0.95x); a bias there (0.96-1.00x on 2 x 128, 1.01-1.03x on 2 x 64 pipelined in one round) stays on mma.sync.
+ * 0.93-0.95x); a staged bias there gained a little on the same tiles (1.01-1.03x on the H100 in one round,
+ * 1.02-1.05x in eight rows on the H200); an unaligned one (not measured at d64) stays on mma.sync, as at d128.
  * FLASHCL_WGMMA_ON still runs them all here (tests, comparisons). */
 static int measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
-    if (!features->bias) return 1;
-    return desc->head_dim == 128 && flashcl_bias_staged_bytes(features) != 0;
+    (void)desc;
+    return !features->bias || flashcl_bias_staged_bytes(features) != 0;
 }
 
 int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pass pass,

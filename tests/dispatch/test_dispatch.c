@@ -659,9 +659,8 @@ START_TEST(wgmma_decisions) {
             flashcl_exec_plan_report(&plan, &stats);
             ck_assert_str_eq(stats.backend, "nvidia-wgmma");
         }
-    /* d64, causal or not: soft-capping and ALiBi run on 2 x 64 pipelined tiles in the default mode (measured
-     * faster than mma.sync), a bias on 2 x 128 one block at a time (a staged float32 bias of 256 rows would not fit
-     * beside the dense 4 x 128) in the ON mode only. */
+    /* d64, causal or not: soft-capping, ALiBi and a staged bias run on 2 x 64 pipelined tiles in the default mode
+     * (measured faster than mma.sync). */
     for (int causal = 0; causal < 2; ++causal) {
         flashcl_settings on = s;
         on.wgmma = FLASHCL_WGMMA_ON;
@@ -679,29 +678,39 @@ START_TEST(wgmma_decisions) {
         flashcl_features biased = capped;
         biased.bias = 1;
         biased.bias_dtype = FLASHCL_DTYPE_F32;
-        ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &biased, 8).sm90a, 0);
         const flashcl_exec_plan biased_on = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &biased, 8);
-        ck_assert_int_eq(biased_on.tiles.block_k, 128);
-        ck_assert_ptr_nonnull(strstr(biased_on.options, "-DBLOCK_N=128 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DFLASHCL_"));
+        ck_assert_int_eq(biased_on.tiles.block_k, 64);
+        ck_assert_ptr_nonnull(strstr(biased_on.options, "-DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1 "
+                                                        "-DFLASHCL_SOFTCAP=1"));
+        ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &biased, 8).options, biased_on.options);
     }
-    /* The score modifiers and the bias run on it with the dense tiles and their defines after the dense options (a
-     * dense call's options, and so its program, are unchanged; at d64 the dense causal tiles are those a bias
-     * takes, the modifiers' are above); an aligned bias is staged (its two tiles in the local memory counted), an
+    /* The score modifiers and the bias run on it with their defines after the options of their tiles (at d128 the
+     * dense tiles: a dense call's options, and so its program, are unchanged; at d64 the 2 x 64 pipelined tiles of
+     * every call with a feature, above); an aligned bias is staged (its two tiles in the local memory counted), an
      * unaligned one read from global memory. The default mode takes a bias where it was measured faster than
-     * mma.sync: head_dim 128, staged; at 64, and unaligned, only FLASHCL_WGMMA_ON does. */
+     * mma.sync: staged, at either head dim; an unaligned one only FLASHCL_WGMMA_ON takes. */
     {
         flashcl_settings on = s;
         on.wgmma = FLASHCL_WGMMA_ON;
         char options[sizeof((flashcl_exec_plan *)0)->options + 96];
         for (int d = 0; d < 2; ++d) {
-            const int head_dim = d ? 128 : 64, rows = d ? 192 : 128, keys = d ? 64 : 128;
+            const int head_dim = d ? 128 : 64, rows = d ? 192 : 128, keys = 64;
             const flashcl_attention_desc m = problem_desc(1000, head_dim, FLASHCL_DTYPE_F16, 1);
             const flashcl_features plain = dense(&m);
-            const flashcl_exec_plan base = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &plain, 8);
+            flashcl_exec_plan base = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &plain, 8);
             flashcl_features capped = plain;
             capped.softcap = 30.0f;
             const flashcl_exec_plan auto_softcap = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &capped, 8);
             ck_assert_str_eq(auto_softcap.backend->name, "nvidia-wgmma");
+            if (!d) {
+                /* d64: the base is the feature tiles' plan, its options without the soft-cap's define. */
+                char *suffix = strstr(auto_softcap.options, " -DFLASHCL_SOFTCAP=1");
+                ck_assert_ptr_nonnull(suffix);
+                ck_assert_str_eq(suffix, " -DFLASHCL_SOFTCAP=1");
+                base = auto_softcap;
+                base.options[suffix - auto_softcap.options] = '\0';
+                ck_assert_int_eq(base.tiles.block_k, 64);
+            }
             if (d) {
                 const flashcl_exec_plan softcap = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &capped, 8);
                 ck_assert_int_eq(softcap.sm90a, 1);
@@ -716,7 +725,7 @@ START_TEST(wgmma_decisions) {
             biased.bias_f32 = 1;
             biased.bias_dtype = FLASHCL_DTYPE_F32;
             biased.bias_view = (flashcl_tensor){NULL, 8, 0, 0, 1000};
-            ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &biased, 8).sm90a, d);
+            ck_assert_int_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &biased, 8).sm90a, 1);
             const flashcl_exec_plan staged = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &biased, 8);
             ck_assert_int_eq(staged.sm90a, 1);
             snprintf(options, sizeof options,
