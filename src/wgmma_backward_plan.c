@@ -32,8 +32,9 @@ static const wgmma_bwd_tiles bwd_defaults[2] = {{2, 128}, {2, 64}};
  * mma.sync 198.0 / 224.9), causal 187.5 / 251.8 (2 x 64 177.2 / 235.7; mma.sync 164.5 / 207.1). */
 static const wgmma_bwd_tiles dq_defaults[2][2] = {{{2, 128}, {2, 64}}, {{3, 64}, {3, 64}}};
 /* d64 with ALiBi alone, not causal: 2 x 64, as causal calls take. On the H100 (docs/perf.md, "Tiles of the wgmma
- * backward for soft-capped and ALiBi calls") it was 1.07 / 1.05x faster fwd+bwd at N 2048 / 8192 than 2 x 128; with
- * soft-capping 2 x 64 lost 5%, and at d128 3 x 64 stays ahead with either modifier. */
+ * backward for soft-capped and ALiBi calls") it was 1.07 / 1.05x faster fwd+bwd at N 2048 / 8192 than 2 x 128, on
+ * an H200 1.03-1.07x in four rounds ("dQ tiles for d64 ALiBi-only backwards"); with soft-capping 2 x 64 lost 5%,
+ * and at d128 3 x 64 stays ahead with either modifier. */
 static const wgmma_bwd_tiles dq_d64_alibi = {2, 64};
 
 /* Static local memory: K and V of the work-group's keys, two stages of Q and dO, 16-bit values; two stages of LSE

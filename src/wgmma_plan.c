@@ -72,8 +72,7 @@ static size_t local_bytes(int head_dim, int warpgroups, int block_n, size_t bias
  * 0.93-0.95x); a staged bias there gained a little on the same tiles (1.01-1.03x on the H100 in one round,
  * 1.02-1.05x in eight rows on the H200); an unaligned one (not measured at d64) stays on mma.sync, as at d128.
  * FLASHCL_WGMMA_ON still runs them all here (tests, comparisons). */
-static int measured_faster(const flashcl_attention_desc *desc, const flashcl_features *features) {
-    (void)desc;
+static int measured_faster(const flashcl_features *features) {
     return !features->bias || flashcl_bias_staged_bytes(features) != 0;
 }
 
@@ -84,7 +83,7 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
     if (!flashcl_features_wgmma(features, FLASHCL_PASS_FORWARD)) return 0;
-    if (mode == FLASHCL_WGMMA_AUTO && !measured_faster(desc, features)) return 0;
+    if (mode == FLASHCL_WGMMA_AUTO && !measured_faster(features)) return 0;
     if (views_alignment % 8 != 0) return 0;
     const wgmma_tiles chosen = tiles_for(desc, features);
     int warpgroups = chosen.warpgroups;
