@@ -1,18 +1,19 @@
 #!/bin/bash
 # H200 check of flashcl at HEAD (session 11): device, every Check suite, the f16 baseline bench, PyTorch comparisons.
-# Run on the GPU machine from the project root:  source .gpu/env.sh && bash .gpu/h200/check.sh [STEPS...]
+# Run on the GPU machine from the project root, with the OpenCL loader pointed at NVIDIA's driver (docs/nvidia.md;
+# `eval "$(bash tools/nvidia_icd.sh)"` where no ICD file names it):  bash check.sh [STEPS...]
 # STEPS: any of device suites bench pytorch (default: all four, in that order).
-# The build is .gpu/h200/build, made from `git archive HEAD` in .gpu/h200/src (so the uncommitted edits of the
-# working tree are not in it); B=... names another build, SRC=... another source tree.
+# B=... names the build (default: build/ of the project root), SRC=... the source tree whose tools/ it runs and
+# whose HEAD.txt names the commit (default: the project root). summary.txt says which build and commit ran.
 # Results go to /tmp/res (suites/, bench/, pytorch/, summary.txt, ...), which is packed into
 # $OUT/results.tar.gz after every step (the device tool brings back at most 8 files), with summary.txt beside it.
 # Every step's timeout is capped by what is left of DEADLINE seconds (default 555), so the script ends in time.
 set -u
 export FLASHCL_DEVICE=nvidia CK_FORK=no FLASHCL_CACHE_DIR=/tmp/flashcl-cache PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=${B:-$PWD/.gpu/h200/build}/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}   # in case the rpath (/work/main/...) does not resolve
+export LD_LIBRARY_PATH=${B:-$PWD/build}/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}   # in case the rpath (/work/main/...) does not resolve
 ROOT=$PWD
-SRC=${SRC:-$ROOT/.gpu/h200/src}
-B=${B:-$ROOT/.gpu/h200/build}
+SRC=${SRC:-$ROOT}
+B=${B:-$ROOT/build}
 FL=$B/tools/flashcl
 R=${R:-/tmp/res}
 DEADLINE=${DEADLINE:-555}
