@@ -36,9 +36,11 @@ static flashcl_status check_layout(flashcl_context *ctx, const flashcl_kv_cache 
     return FLASHCL_SUCCESS;
 }
 
-/* count int32 values of buffer: the host copy if given, else read back (blocking, after the wait list). */
-static flashcl_status read_ints(flashcl_context *ctx, const char *name, cl_mem buffer, const int32_t *host,
-                                size_t count, cl_uint num_events, const cl_event *wait_list, int32_t *out) {
+/* count int32 values of buffer, checked against its size: *view is the host copy if given, else they are read
+ * back (blocking, after the wait list) into *copy, which the caller frees. */
+static flashcl_status int_view(flashcl_context *ctx, const char *name, cl_mem buffer, const int32_t *host,
+                               size_t count, cl_uint num_events, const cl_event *wait_list, int32_t **copy,
+                               const int32_t **view) {
     size_t size = 0;
     cl_int err = clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof size, &size, NULL);
     if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clGetMemObjectInfo (kv cache lengths or block table)");
@@ -46,13 +48,31 @@ static flashcl_status read_ints(flashcl_context *ctx, const char *name, cl_mem b
         return flashcl_fail(ctx, FLASHCL_ERROR_BUFFER_TOO_SMALL, "kv cache: %s holds %zu bytes, the call needs %zu",
                             name, size, count * sizeof(int32_t));
     if (host) {
-        memcpy(out, host, count * sizeof(int32_t));
+        *view = host;
         return FLASHCL_SUCCESS;
     }
-    err = clEnqueueReadBuffer(ctx->queue, buffer, CL_TRUE, 0, count * sizeof(int32_t), out, num_events, wait_list,
+    *copy = malloc(count * sizeof(int32_t));
+    if (!*copy) return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "kv cache: out of host memory");
+    err = clEnqueueReadBuffer(ctx->queue, buffer, CL_TRUE, 0, count * sizeof(int32_t), *copy, num_events, wait_list,
                               NULL);
     if (err != CL_SUCCESS) return flashcl_fail_cl(ctx, err, "clEnqueueReadBuffer (kv cache lengths or block table)");
+    *view = *copy;
     return FLASHCL_SUCCESS;
+}
+
+/* The first of a sequence's used block-table entries (row[0 .. end)) outside [0, num_pages), or -1. One min/max
+ * pass first: every decode call checks every page a sequence uses (8192 entries at 128K keys in 16-row pages),
+ * and a branch per entry cost about 2 ns each on the host. */
+static long long first_page_outside(const int32_t *row, long long end, int num_pages) {
+    int32_t lo = 0, hi = 0;
+    for (long long j = 0; j < end; ++j) {
+        lo = row[j] < lo ? row[j] : lo;
+        hi = row[j] > hi ? row[j] : hi;
+    }
+    if (lo >= 0 && hi < num_pages) return -1;
+    for (long long j = 0; j < end; ++j)
+        if (row[j] < 0 || row[j] >= num_pages) return j;
+    return -1;
 }
 
 /* Every sequence's length (plus the new rows) within the cache, its pages in range, and no page an append
@@ -61,18 +81,14 @@ static flashcl_status check_lengths(flashcl_context *ctx, const flashcl_attentio
                                     const flashcl_kv_cache *c, int append, cl_uint num_events,
                                     const cl_event *wait_list) {
     const size_t batch = (size_t)desc->batch, entries = c->page_size > 0 ? batch * (size_t)c->max_pages : 0;
-    int32_t *lens = malloc(batch * sizeof *lens), *table = entries ? malloc(entries * sizeof *table) : NULL;
-    long long *writer = c->page_size > 0 ? malloc((size_t)c->num_pages * sizeof *writer) : NULL;
-    flashcl_status status = FLASHCL_SUCCESS;
-    if (!lens || (entries && (!table || !writer))) {
-        status = flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "kv cache: out of host memory");
-        goto done;
-    }
-    status = read_ints(ctx, "cache_seqlens", c->cache_seqlens, c->cache_seqlens_host, batch, num_events, wait_list,
-                       lens);
+    int32_t *lens_copy = NULL, *table_copy = NULL;
+    const int32_t *lens = NULL, *table = NULL;
+    long long *writer = NULL;
+    flashcl_status status = int_view(ctx, "cache_seqlens", c->cache_seqlens, c->cache_seqlens_host, batch,
+                                     num_events, wait_list, &lens_copy, &lens);
     if (status == FLASHCL_SUCCESS && entries)
-        status = read_ints(ctx, "block_table", c->block_table, c->block_table_host, entries, num_events, wait_list,
-                           table);
+        status = int_view(ctx, "block_table", c->block_table, c->block_table_host, entries, num_events, wait_list,
+                          &table_copy, &table);
     if (status != FLASHCL_SUCCESS) goto done;
     const long long added = append ? desc->seqlen_q : 0, keys = cache_keys(c);
     for (size_t b = 0; b < batch; ++b) {
@@ -90,40 +106,48 @@ static flashcl_status check_lengths(flashcl_context *ctx, const flashcl_attentio
         }
     }
     if (!entries) goto done;
-    /* Pages: every entry a sequence uses in range; the pages an append writes owned by one entry alone. */
-    for (int p = 0; p < c->num_pages; ++p) writer[p] = -1;
+    /* Pages: every entry a sequence uses in range. */
     for (size_t b = 0; b < batch; ++b) {
-        const long long first = append ? lens[b] / c->page_size : 0, end = (lens[b] + added + c->page_size - 1) / c->page_size;
-        for (long long j = 0; j < end; ++j) {
-            const int32_t page = table[b * (size_t)c->max_pages + (size_t)j];
-            if (page < 0 || page >= c->num_pages) {
-                status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
-                                      "kv cache: block_table[%zu][%lld] = %d is outside the %d pages", b, j,
-                                      (int)page, c->num_pages);
-                goto done;
-            }
-            if (append && j >= first) writer[page] = (long long)b * c->max_pages + j;
+        const int32_t *row = table + b * (size_t)c->max_pages;
+        const long long end = (lens[b] + added + c->page_size - 1) / c->page_size;
+        const long long j = first_page_outside(row, end, c->num_pages);
+        if (j >= 0) {
+            status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                  "kv cache: block_table[%zu][%lld] = %d is outside the %d pages", b, j, (int)row[j],
+                                  c->num_pages);
+            goto done;
         }
     }
-    if (append) {
-        for (size_t b = 0; b < batch; ++b) {
-            const long long end = (lens[b] + added + c->page_size - 1) / c->page_size;
-            for (long long j = 0; j < end; ++j) {
-                const int32_t page = table[b * (size_t)c->max_pages + (size_t)j];
-                const long long entry = (long long)b * c->max_pages + j;
-                if (writer[page] >= 0 && writer[page] != entry) {
-                    status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
-                                          "kv cache: page %d receives new rows of sequence %lld and is also used at "
-                                          "block_table[%zu][%lld]: pages an append writes must not be shared",
-                                          (int)page, writer[page] / c->max_pages, b, j);
-                    goto done;
-                }
+    if (!append) goto done;
+    /* The pages an append writes owned by one entry alone. */
+    writer = malloc((size_t)c->num_pages * sizeof *writer);
+    if (!writer) {
+        status = flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "kv cache: out of host memory");
+        goto done;
+    }
+    for (int p = 0; p < c->num_pages; ++p) writer[p] = -1;
+    for (size_t b = 0; b < batch; ++b) {
+        const long long first = lens[b] / c->page_size, end = (lens[b] + added + c->page_size - 1) / c->page_size;
+        for (long long j = first; j < end; ++j)
+            writer[table[b * (size_t)c->max_pages + (size_t)j]] = (long long)b * c->max_pages + j;
+    }
+    for (size_t b = 0; b < batch; ++b) {
+        const long long end = (lens[b] + added + c->page_size - 1) / c->page_size;
+        for (long long j = 0; j < end; ++j) {
+            const int32_t page = table[b * (size_t)c->max_pages + (size_t)j];
+            const long long entry = (long long)b * c->max_pages + j;
+            if (writer[page] >= 0 && writer[page] != entry) {
+                status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
+                                      "kv cache: page %d receives new rows of sequence %lld and is also used at "
+                                      "block_table[%zu][%lld]: pages an append writes must not be shared",
+                                      (int)page, writer[page] / c->max_pages, b, j);
+                goto done;
             }
         }
     }
 done:
-    free(lens);
-    free(table);
+    free(lens_copy);
+    free(table_copy);
     free(writer);
     return status;
 }
