@@ -75,6 +75,9 @@ static long long first_page_outside(const int32_t *row, long long end, int num_p
     return -1;
 }
 
+/* The block-table entries a sequence of `rows` rows uses. */
+static long long pages_used(long long rows, int page_size) { return (rows + page_size - 1) / page_size; }
+
 /* Every sequence's length (plus the new rows) within the cache, its pages in range, and no page an append
  * writes seen by another sequence or twice. */
 static flashcl_status check_lengths(flashcl_context *ctx, const flashcl_attention_desc *desc,
@@ -109,7 +112,7 @@ static flashcl_status check_lengths(flashcl_context *ctx, const flashcl_attentio
     /* Pages: every entry a sequence uses in range. */
     for (size_t b = 0; b < batch; ++b) {
         const int32_t *row = table + b * (size_t)c->max_pages;
-        const long long end = (lens[b] + added + c->page_size - 1) / c->page_size;
+        const long long end = pages_used(lens[b] + added, c->page_size);
         const long long j = first_page_outside(row, end, c->num_pages);
         if (j >= 0) {
             status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
@@ -127,14 +130,15 @@ static flashcl_status check_lengths(flashcl_context *ctx, const flashcl_attentio
     }
     for (int p = 0; p < c->num_pages; ++p) writer[p] = -1;
     for (size_t b = 0; b < batch; ++b) {
-        const long long first = lens[b] / c->page_size, end = (lens[b] + added + c->page_size - 1) / c->page_size;
-        for (long long j = first; j < end; ++j)
-            writer[table[b * (size_t)c->max_pages + (size_t)j]] = (long long)b * c->max_pages + j;
+        const int32_t *row = table + b * (size_t)c->max_pages;
+        const long long end = pages_used(lens[b] + added, c->page_size);
+        for (long long j = lens[b] / c->page_size; j < end; ++j) writer[row[j]] = (long long)b * c->max_pages + j;
     }
     for (size_t b = 0; b < batch; ++b) {
-        const long long end = (lens[b] + added + c->page_size - 1) / c->page_size;
+        const int32_t *row = table + b * (size_t)c->max_pages;
+        const long long end = pages_used(lens[b] + added, c->page_size);
         for (long long j = 0; j < end; ++j) {
-            const int32_t page = table[b * (size_t)c->max_pages + (size_t)j];
+            const int32_t page = row[j];
             const long long entry = (long long)b * c->max_pages + j;
             if (writer[page] >= 0 && writer[page] != entry) {
                 status = flashcl_fail(ctx, FLASHCL_ERROR_INVALID_ARGUMENT,
