@@ -329,7 +329,8 @@ static void print_ranking(const tune_options *o, const tune_result *results, siz
         printf("\nfastest: %d,%d,%d,%d  %.3f ms (default plan %d,%d,%d,%d: %.3f ms, %.2fx)\n", b->block_q,
                b->block_k, b->threads_q, b->threads_k, results[0].median_ms, def->block_q, def->block_k,
                def->threads_q, def->threads_k, default_ms, default_ms / results[0].median_ms);
-        printf("src/tuned_plans.c entry: {\"<device substring>\", %s, FLASHCL_DTYPE_%s, %d, {%d, %d, %d, %d, 0, 0}},\n",
+        printf("src/tuned_plans.c entry: {{\"<device substring>\", NULL}, %s, FLASHCL_DTYPE_%s, %d, "
+               "{%d, %d, %d, %d, 0, 0}},\n",
                o->pass == FLASHCL_PASS_FORWARD ? "FLASHCL_PASS_FORWARD" : "FLASHCL_PASS_BACKWARD",
                o->dtype == FLASHCL_DTYPE_F32 ? "F32" : o->dtype == FLASHCL_DTYPE_F16 ? "F16" : "BF16", o->head_dim,
                b->block_q, b->block_k, b->threads_q, b->threads_k);

@@ -163,6 +163,50 @@ START_TEST(h100_f32_needs_3xtf32) {
 }
 END_TEST
 
+/* The H200 (same chip as the H100) takes the H100's measured portable plans, and its own f16 d64 forward plan where
+ * the static local memory is found (tuned_plans.c; docs/perf.md, "The H100's portable plans on the H200"). */
+START_TEST(h200_takes_measured_portable_plans) {
+    flashcl_device_caps caps = h100();
+    snprintf(caps.name, sizeof caps.name, "NVIDIA H200");
+    flashcl_settings s = defaults();
+    s.kv_splits = 1;
+    s.tensor_cores = FLASHCL_TENSOR_CORES_OFF; /* 16-bit storage on the portable kernel */
+    const flashcl_attention_desc f32_d64 = problem_desc(2048, 64, FLASHCL_DTYPE_F32, 0);
+    const flashcl_features f = dense(&f32_d64);
+    flashcl_exec_plan plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &f32_d64, &f, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(plan.tiles.block_q, 64); /* the H100's entry 64,32,8,8 */
+    ck_assert_int_eq(plan.tiles.block_k, 32);
+    ck_assert_int_eq(plan.tiles.threads_q, 8);
+    ck_assert_int_eq(plan.tiles.threads_k, 8);
+    /* f16 storage d64: the H100's 64,32,16,8 within 48 KiB, the H200's 128,32,16,8 (76 KB) with the static size. */
+    const flashcl_attention_desc f16_d64 = problem_desc(2048, 64, FLASHCL_DTYPE_F16, 0);
+    const flashcl_features f16 = dense(&f16_d64);
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &f16_d64, &f16, 8);
+    ck_assert_int_eq(plan.kind, FLASHCL_KERNEL_PORTABLE);
+    ck_assert_int_eq(plan.tiles.block_q, 64);
+    ck_assert_int_eq(plan.tiles.threads_q, 16);
+    ck_assert_uint_le(plan.tiles.local_mem_bytes, 48 * 1024);
+    caps.limits.static_local_mem_bytes = 231424;
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &f16_d64, &f16, 8);
+    ck_assert_int_eq(plan.tiles.block_q, 128);
+    ck_assert_int_eq(plan.tiles.block_k, 32);
+    ck_assert_int_eq(plan.tiles.threads_q, 16);
+    ck_assert_int_eq(plan.tiles.threads_k, 8);
+    ck_assert_uint_gt(plan.tiles.local_mem_bytes, 48 * 1024);
+    /* The backward's static-size entry carries over too: d64 64x64 blocks. */
+    plan = dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &f32_d64, &f, 8);
+    ck_assert_int_eq(plan.tiles.block_q, 64);
+    ck_assert_int_eq(plan.tiles.block_k, 64);
+    /* The H100 does not take the H200's entry. */
+    flashcl_device_caps h = h100();
+    h.limits.static_local_mem_bytes = 231424;
+    plan = dispatch_ok(&h, &s, FLASHCL_PASS_FORWARD, &f16_d64, &f16, 8);
+    ck_assert_int_eq(plan.tiles.block_q, 64);
+    ck_assert_int_eq(plan.tiles.threads_q, 16);
+}
+END_TEST
+
 /* Devices without a backend AUTO can use: the portable kernels. */
 START_TEST(other_devices_run_portable) {
     const flashcl_device_caps devices[] = {
@@ -912,6 +956,7 @@ static Suite *dispatch_suite(void) {
     TCase *tc = tcase_create("pure");
     tcase_add_test(tc, h100_f16_runs_tensor_cores);
     tcase_add_test(tc, h100_f32_needs_3xtf32);
+    tcase_add_test(tc, h200_takes_measured_portable_plans);
     tcase_add_test(tc, other_devices_run_portable);
     tcase_add_test(tc, tensor_core_conditions);
     tcase_add_test(tc, emulation_within_llvmpipe_budget);

@@ -55,6 +55,9 @@ static const real_device devices[] = {
      * (docs/results/h100/dispatcher/devices.txt): 132 units, local 49152, work-group 1024, sm_90. */
     {"NVIDIA H100 80GB HBM3", FLASHCL_VENDOR_NVIDIA, 90, 49152, 1024, 132, 32, 0, 1, "64x32 8x8", "64x64 4x32",
      "32x32 16x8"},
+    /* NVIDIA H200, `flashcl devices` on the H200 this project measured on
+     * (docs/results/h200/final_check_2026-11-28-s11/device.txt): the H100's limits, and its measured plans. */
+    {"NVIDIA H200", FLASHCL_VENDOR_NVIDIA, 90, 49152, 1024, 132, 32, 0, 1, "64x32 8x8", "64x64 4x32", "32x32 16x8"},
     /* NVIDIA GeForce RTX 4090: 128 compute units (OpenCL, krrishnarraj/clpeak#106), 49152 bytes per block and 1024
      * threads (deviceQuery, aikitoria/open-gpu-kernel-modules#1), sm_89. */
     {"NVIDIA GeForce RTX 4090", FLASHCL_VENDOR_NVIDIA, 89, 49152, 1024, 128, 32, 0, 1, "64x32 8x16", "64x64 4x32",
