@@ -1,20 +1,20 @@
 #!/bin/bash
-# Twelfth session, H200 run 2: A/B of the portable plans (base = e26f384's build, new = HEAD's), portable decode
+# Twelfth session, H200: A/B of the portable plans (BASE_DIR: flashcl and libflashcl.so of e26f384; NEW_BUILD: a build of 9630746's parent f84ef53), portable decode
 # split counts at 32K, and the suites that run the portable plans.
 export FLASHCL_DEVICE=nvidia FLASHCL_CACHE_DIR=/tmp/flashcl-cache CK_FORK=no
 ROOT=$PWD
 if [ "$ROOT" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$ROOT" /work/main; fi
-NEW=.gpu/build/tools/flashcl
-base="env LD_LIBRARY_PATH=$ROOT/.gpu/base:$LD_LIBRARY_PATH .gpu/base/flashcl"
-new="env LD_LIBRARY_PATH=$ROOT/.gpu/build/src:$LD_LIBRARY_PATH $NEW"
+NEW_BUILD=${NEW_BUILD:-build}; BASE_DIR=${BASE_DIR:-base}; NEW=$NEW_BUILD/tools/flashcl
+base="env LD_LIBRARY_PATH=$ROOT/$BASE_DIR:$LD_LIBRARY_PATH $BASE_DIR/flashcl"
+new="env LD_LIBRARY_PATH=$ROOT/$NEW_BUILD/src:$LD_LIBRARY_PATH $NEW"
 R=/tmp/res; mkdir -p $R/suites
 t0=$SECONDS
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/gpu.txt
 pack() { tar czf $OUT/results.tar.gz -C $R . ; cp $R/summary.txt $OUT/ 2>/dev/null; }
 # 1. suites on the new build (portable plans on the H200)
 for n in test_forward_plans test_forward test_backward_accuracy test_backward_determinism test_split_kv test_decode; do
-  ( p=$(find .gpu/build/tests -name $n -type f -executable | head -1); s=$SECONDS
-    ( cd $(dirname $p) && LD_LIBRARY_PATH=$ROOT/.gpu/build/src:$LD_LIBRARY_PATH timeout 120 ./$n ) > $R/suites/$n.txt 2>&1
+  ( p=$(find $NEW_BUILD/tests -name $n -type f -executable | head -1); s=$SECONDS
+    ( cd $(dirname $p) && LD_LIBRARY_PATH=$ROOT/$NEW_BUILD/src:$LD_LIBRARY_PATH timeout 120 ./$n ) > $R/suites/$n.txt 2>&1
     echo "$n rc=$? $(grep -E '^[0-9]+%: Checks' $R/suites/$n.txt | tail -1) $((SECONDS-s))s" >> $R/summary.txt ) &
 done
 wait
