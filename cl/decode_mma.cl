@@ -32,7 +32,9 @@
 // FLASHCL_WINDOW, FLASHCL_SOFTCAP, FLASHCL_ALIBI, FLASHCL_BIAS (FLASHCL_BIAS_F32), FLASHCL_KV_CACHE,
 // FLASHCL_KV_PAGED as for cl/decode.cl (cl/decode_common.cl). The bias: lane (g, t) reads keys 2t, 2t+1 of each 8-key tile for its rows
 // g and g + 8 (each row its own (batch, query head) plane at its own position), issued before the step's S
-// product so that their latency hides behind it (cl/forward_mma.cl's bias_pre).
+// product so that their latency hides behind it (cl/forward_mma.cl's bias_pre). DECODE_BIAS_PAIRS=1 (the host
+// sets it where every bias row starts 16-byte aligned, flashcl_bias_staged_bytes): keys 2t and 2t+1 of a row come
+// in one 4-byte load (8 bytes for a float bias) where both lie in the chunk, instead of two.
 
 #ifndef DECODE_WARPS
 #define DECODE_WARPS 4
@@ -62,6 +64,21 @@ inline uint word_of(uint4 x, int i) { return i == 0 ? x.x : i == 1 ? x.y : i == 
 inline uint pair_keys(uint a, uint b, int odd) {
     return odd ? (a >> 16) | (b & 0xffff0000u) : (a & 0xffffu) | (b << 16);
 }
+#if FLASHCL_BIAS && DECODE_BIAS_PAIRS
+// Bias elements index and index + 1 (index even, the row aligned: so is the pair) in one load.
+inline float2 bias_pair_global(__global const bias_t *bias, ulong index) {
+#if FLASHCL_BIAS_F32
+    return *(__global const float2 *)(bias + index);
+#else
+    const uint w = *(__global const uint *)(bias + index);
+#if FLASHCL_DTYPE == 1
+    return vload_half2(0, (const half *)&w);
+#else
+    return (float2)(as_float(w << 16), as_float(w & 0xffff0000u));
+#endif
+#endif
+}
+#endif
 // One 16-bit element of Q as stored.
 inline uint q_bits(__global const storage_t *q, ulong index) { return ((__global const ushort *)q)[index]; }
 
@@ -165,6 +182,18 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
         for (int j = 0; j < 2; ++j) {
             const int col = key0 + 8 * j + 2 * t;
             const bool in_left = col < key_end, in_right = col + 1 < key_end;
+#if DECODE_BIAS_PAIRS
+            // An even col gives an aligned pair (a window's first key may make the steps' starts odd).
+            if (in_right && col + 1 < seqlen_k && (col & 1) == 0) {
+                const float2 top = real_top ? bias_pair_global(bias, bias_top + (ulong)pos_top * bias_stride_s + (ulong)col)
+                                            : (float2)(0.0f);
+                const float2 bottom =
+                    real_bottom ? bias_pair_global(bias, bias_bottom + (ulong)pos_bottom * bias_stride_s + (ulong)col)
+                                : (float2)(0.0f);
+                bias_pre[j] = (float4)(top, bottom);
+                continue;
+            }
+#endif
             bias_pre[j] = (float4)(real_top && in_left ? FLASHCL_BIAS_VALUE(bias_top, pos_top, col) : 0.0f,
                                    real_top && in_right ? FLASHCL_BIAS_VALUE(bias_top, pos_top, col + 1) : 0.0f,
                                    real_bottom && in_left ? FLASHCL_BIAS_VALUE(bias_bottom, pos_bottom, col) : 0.0f,

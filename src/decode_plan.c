@@ -179,6 +179,11 @@ void flashcl_decode_program(const flashcl_problem *p, flashcl_exec_plan *plan) {
         portable_options(p, plan);
     }
     flashcl_features_options(p->features, plan->options, sizeof plan->options);
+    /* Bias rows that start 16-byte aligned: the matrix-unit kernel reads two keys' bias in one load. */
+    if (plan->backend && flashcl_bias_staged_bytes(p->features)) {
+        const size_t used = strlen(plan->options);
+        snprintf(plan->options + used, sizeof plan->options - used, " -DDECODE_BIAS_PAIRS=1");
+    }
     if (p->kv_cache) {
         const size_t used = strlen(plan->options);
         snprintf(plan->options + used, sizeof plan->options - used, " -DFLASHCL_KV_CACHE=1%s",

@@ -473,6 +473,14 @@ static void assert_ran_decode(flashcl_context *ctx, const char *label, const cha
     ck_assert_msg(strstr(s.build_options, "-DFLASHCL_BIAS=1") != NULL, "%s: built with %s", label, s.build_options);
 }
 
+/* Whether the last call's build reads the bias two keys at a time (cl/decode_mma.cl, DECODE_BIAS_PAIRS). */
+static void assert_bias_pairs(flashcl_context *ctx, const char *label, int pairs) {
+    flashcl_call_stats s;
+    ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
+    ck_assert_msg((strstr(s.build_options, "-DDECODE_BIAS_PAIRS=1") != NULL) == pairs, "%s: built with %s", label,
+                  s.build_options);
+}
+
 /* Forward-only decode calls (f16 data, d64, GQA 8 query heads over 2, 300 keys) on one decode kernel: cl/decode.cl
  * (tensor cores off) or cl/decode_mma.cl (emulated). Two builds each:
  *   A: 4 causal positions (16 packed rows: every row of a work-group a different (head, position)), soft-capping,
@@ -519,6 +527,7 @@ static void decode_cases(int mma) {
         for (int j = 0; j < 150; ++j) BIAS_ROW(0, 1, 2)[j] = -INFINITY; /* no key of the first chunk */
         run_bias(ctx, &c, &in, 0, ex, mods, bias, 2, 8, FLASHCL_DTYPE_F32, &contiguous);
         assert_ran_decode(ctx, c.name, program, 3);
+        assert_bias_pairs(ctx, c.name, mma); /* 300 floats a row: 16-byte aligned */
 
         /* A NaN bias is no mask: its row NaN (O and LSE), every other row finite. */
         for (size_t i = 0; i < 16 * p; ++i) bias[i] = 0.0f;
@@ -564,6 +573,35 @@ static void decode_cases(int mma) {
         const flashcl_reference_extras mods = {.softcap = 0.0};
         run_bias(ctx, &c, &in, 0, no_extras(), mods, bias, 1, 1, FLASHCL_DTYPE_F16, &contiguous);
         assert_ran_decode(ctx, c.name, program, 1);
+        /* 300-element half rows are not 16-byte aligned: the matrix-unit kernel reads the bias key by key. */
+        assert_bias_pairs(ctx, c.name, 0);
+        free(bias);
+        fh_inputs_free(&in);
+    }
+    /* C (matrix units): half bias rows of 264 keys, 16-byte aligned, so the kernel reads keys 2t, 2t+1 in one
+     * 4-byte load (-DDECODE_BIAS_PAIRS=1); a causal window of 151 keys to the left makes the first chunk start at
+     * the odd key 111 (its steps read key by key), the second chunk at an even one (pairs); -inf pairs, an empty
+     * row. */
+    if (mma && ts_split_takes(mma + 1, 1, 2)) {
+        enum { SK_ALIGNED = 264 };
+        fh_case c = fh_case_make("2x264 d64 f16 causal window 151 gqa 8/2 aligned half bias, decode_mma.cl, 2 chunks",
+                                 2, 8, 2, 2, SK_ALIGNED, 64, 1);
+        c.desc.dtype = FLASHCL_DTYPE_F16;
+        c.desc.sliding_window = 1;
+        c.desc.window_left = 151;
+        c.desc.window_right = 0;
+        fh_inputs in;
+        fh_inputs_make(&c, 74, &in);
+        fh_round_inputs(&in, FLASHCL_DTYPE_F16);
+        ck_assert_int_eq(flashcl_context_set_kv_splits(ctx, 2), FLASHCL_SUCCESS);
+        float *bias = random_bias(&c, 2, 8, 1002, -3.0f, 3.0f, FLASHCL_DTYPE_F16);
+        const size_t p = plane(&c);
+        for (size_t i = 3; i < 16 * p; i += 11) bias[i] = -INFINITY;
+        for (int j = 0; j < SK_ALIGNED; ++j) bias[((size_t)(1 * 8 + 6) * 2 + 1) * SK_ALIGNED + (size_t)j] = -INFINITY;
+        const flashcl_reference_extras mods = {.softcap = 0.0};
+        run_bias(ctx, &c, &in, 0, no_extras(), mods, bias, 2, 8, FLASHCL_DTYPE_F16, &contiguous);
+        assert_ran_decode(ctx, c.name, program, 2);
+        assert_bias_pairs(ctx, c.name, 1);
         free(bias);
         fh_inputs_free(&in);
     }
