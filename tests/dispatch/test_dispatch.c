@@ -618,15 +618,22 @@ START_TEST(decode_mma_decisions) {
     ck_assert_int_eq(plan.split_keys, 63 * 64);
     const double kv = 2.0 * 131072 * 8 * 128 * 2;
     ck_assert(plan.predicted_global_bytes >= kv && plan.predicted_global_bytes < 1.01 * kv);
-    /* A float32 bias beside half data keeps the kernel and its splits, adding the bias's defines. */
+    /* A float32 bias beside half data keeps the kernel and its splits, adding the bias's defines; rows that start
+     * 16-byte aligned are read two keys per load (DECODE_BIAS_PAIRS), others key by key. */
     flashcl_features biased = f;
     biased.bias = 1;
     biased.bias_f32 = 1;
+    biased.bias_dtype = FLASHCL_DTYPE_F32;
     const flashcl_exec_plan with_bias = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &biased, 8);
     ck_assert_str_eq(with_bias.program, "decode_mma.cl");
     ck_assert_str_eq(with_bias.options, "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DDECODE_WARPS=4 -DFLASHCL_MMA_PTX=1 "
-                                        "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 -DFLASHCL_SPLIT_KV=1");
+                                        "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 -DDECODE_BIAS_PAIRS=1 -DFLASHCL_SPLIT_KV=1");
     ck_assert_int_eq(with_bias.kv_splits, 33);
+    flashcl_features unaligned = biased;
+    unaligned.bias_view.stride_seq = 131074;
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &desc, &unaligned, 8).options,
+                     "-DFLASHCL_DTYPE=1 -DHEAD_DIM=128 -DDECODE_WARPS=4 -DFLASHCL_MMA_PTX=1 -DFLASHCL_BIAS=1 "
+                     "-DFLASHCL_BIAS_F32=1 -DFLASHCL_SPLIT_KV=1");
     /* 8 positions x 8 heads per KV head: four blocks of 16 rows. */
     desc.seqlen_q = 8;
     desc.heads_kv = 4;
