@@ -1,7 +1,11 @@
 // backward_wgmma.cl: the backward pass's dK/dV and dQ kernels on Hopper's
 // warpgroup matrix instructions (wgmma, sm_90a; issue 22, item 3), for 16-bit
 // storage (half, bfloat16) and head dims 64 and 128, causal or not, with the
-// score modifiers (FLASHCL_SOFTCAP, FLASHCL_ALIBI; common.cl) or without.
+// score modifiers (FLASHCL_SOFTCAP, FLASHCL_ALIBI; common.cl) or without, and
+// in the dK/dV kernel with an additive bias (FLASHCL_BIAS: staged in local
+// memory with each step's Q and dO where its rows are 16-byte aligned,
+// FLASHCL_BIAS_STAGED, else read from global memory where each score is; the
+// host then runs dQ, which writes dBias, on backward_mma.cl's mma.sync kernel).
 // Placed after mma.cl, mma_nvidia.cl, mma_operands.cl, wgmma.cl and
 // backward_mma.cl (whose lse_log2 this file uses, and whose
 // flashcl_backward_mma_dq computes dQ on mma.sync where the host leaves out
@@ -74,9 +78,9 @@
 // One 8-row group of a tile (wgmma.cl): the K-major stride byte offset and the MN-major leading one.
 #define BW_GROUP_BYTES (HEAD_DIM * 16)
 
-// The exponent's factor: with a score modifier the scores are scaled where
-// they are modified, and the exponent takes log2(e) alone.
-#if FLASHCL_SCORE_MODS
+// The exponent's factor: with a score modifier or a bias the scores are
+// scaled where they are modified (biased), and the exponent takes log2(e) alone.
+#if FLASHCL_SCORE_MODS || FLASHCL_BIAS
 #define BW_SCALE2(scale) M_LOG2E_F
 #else
 #define BW_SCALE2(scale) ((scale) * M_LOG2E_F)
@@ -114,6 +118,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __local uchar do_tiles[2][BW_TILE_BYTES(BW_BLOCK_Q)] __attribute__((aligned(128)));
     // Each stage's LSE (log2 units, +inf past the end) and D per query.
     __local float lse_tiles[2][BW_BLOCK_Q], delta_tiles[2][BW_BLOCK_Q];
+#if FLASHCL_BIAS_STAGED
+    // Each stage's bias: its queries x the work-group's keys (mma_operands.cl's padded rows), copied with Q and dO.
+    __local uint4 bias_tiles[2][BW_BLOCK_Q * BIAS_TILE_ROW(BW_KEYS)];
+#endif
 
     const int lid = (int)get_local_id(0);
     const int warpgroup = lid / 128, warp = (lid % 128) / 32, lane = lid % 32;
@@ -127,9 +135,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const ulong v_base = v_offset + (ulong)b * v_stride_b + (ulong)hk * v_stride_h;
     const int wg_key0 = key0 + warpgroup * 64;
     const int key_top = wg_key0 + warp * 16 + g, key_bottom = key_top + 8;
-#if FLASHCL_BIAS
-#error "the wgmma backward takes no bias (the dispatcher sends such calls to mma.sync)"
-#endif
     const float scale2 = BW_SCALE2(scale);
 
     // Bottom-right causal alignment: query i sees keys j <= i + diagonal, so
@@ -176,7 +181,19 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             lse_tiles[(s_) & 1][r_] = lse_log2(lse, lse_base_ + (ulong)(q0_ + r_) * lse_stride_s, valid_);    \
             delta_tiles[(s_) & 1][r_] = valid_ ? delta[delta_base_ + (ulong)(q0_ + r_)] : 0.0f;                \
         }                                                                                                      \
+        BW_FETCH_BIAS(s_, hq_, q0_);                                                                           \
     } while (0)
+#if FLASHCL_BIAS_STAGED
+    // Keys from the last whole chunk before seqlen_k on are read from global memory (FETCH_BIAS_TILE leaves them).
+    const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
+#define BW_FETCH_BIAS(s_, hq_, q0_)                                                                            \
+    do {                                                                                                       \
+        const ulong bias_base = FLASHCL_BIAS_BASE(b, hq_);                                                     \
+        FETCH_BIAS_TILE(bias_tiles[(s_) & 1], q0_, BW_BLOCK_Q, seqlen_q, key0, BW_KEYS, seqlen_k);             \
+    } while (0)
+#else
+#define BW_FETCH_BIAS(s_, hq_, q0_)
+#endif
 
     if (steps > 0) {
         WG_FETCH_TILE(k_tile, k, k_base, k_stride_s, key0, seqlen_k, BW_KEYS, HEAD_DIM);
@@ -189,6 +206,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         const int stage = s & 1;
 #if FLASHCL_ALIBI
         const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, hk * group_size + s / q_blocks);
+#endif
+#if FLASHCL_BIAS
+        const ulong bias_base = FLASHCL_BIAS_BASE(b, hk * group_size + s / q_blocks);
 #endif
         // Step s (and K, V) has landed; every warpgroup is done with step
         // s - 1, whose stage step s + 1 now fills.
@@ -237,6 +257,33 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 st[4 * n + 2] = FLASHCL_SCORE_MOD(st[4 * n + 2] * scale, g2, alibi_slope, pos, key_bottom);
                 st[4 * n + 3] = FLASHCL_SCORE_MOD(st[4 * n + 3] * scale, g3, alibi_slope, pos + 1, key_bottom);
             }
+#elif FLASHCL_BIAS
+            st[4 * n] *= scale;
+            st[4 * n + 1] *= scale;
+            st[4 * n + 2] *= scale;
+            st[4 * n + 3] *= scale;
+#endif
+#if FLASHCL_BIAS
+            // After soft-capping and ALiBi, before the masks (the forward's order); pairs past the ends read 0.
+#if FLASHCL_BIAS_STAGED
+            float4 bias4;
+            if (key_bottom < bias_staged_end) { // both keys staged (key_top = key_bottom - 8); rows past seqlen_q are 0
+                __local const uint4 *row = bias_tiles[stage] + col * BIAS_TILE_ROW(BW_KEYS);
+                __local const uint4 *next = row + BIAS_TILE_ROW(BW_KEYS);
+                bias4 = (float4)(bias_value_local(row, key_top - key0), bias_value_local(next, key_top - key0),
+                                 bias_value_local(row, key_bottom - key0), bias_value_local(next, key_bottom - key0));
+            } else
+#else
+            const float4
+#endif
+            bias4 = (float4)(FLASHCL_BIAS_VALUE(bias_base, q0 + col, key_top),
+                             FLASHCL_BIAS_VALUE(bias_base, q0 + col + 1, key_top),
+                             FLASHCL_BIAS_VALUE(bias_base, q0 + col, key_bottom),
+                             FLASHCL_BIAS_VALUE(bias_base, q0 + col + 1, key_bottom));
+            st[4 * n] += bias4.x;
+            st[4 * n + 1] += bias4.y;
+            st[4 * n + 2] += bias4.z;
+            st[4 * n + 3] += bias4.w;
 #endif
             float p0 = EXP2(fma(st[4 * n], scale2, -l.x));
             float p1 = EXP2(fma(st[4 * n + 1], scale2, -l.y));
@@ -249,6 +296,13 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 if (key_bottom > query) p2 = 0.0f;
                 if (key_bottom > query + 1) p3 = 0.0f;
             }
+#if FLASHCL_BIAS
+            // A -inf bias hides its pair as a mask does (P exactly 0; backward_mma.cl's BIAS_HIDE).
+            if (bias4.x == -INFINITY) p0 = 0.0f;
+            if (bias4.y == -INFINITY) p1 = 0.0f;
+            if (bias4.z == -INFINITY) p2 = 0.0f;
+            if (bias4.w == -INFINITY) p3 = 0.0f;
+#endif
 #if FLASHCL_SOFTCAP
             {
                 const float2 dl = vload2(0, delta_s + col);
@@ -298,6 +352,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         WGMMA_WAIT_PV(HEAD_DIM, dk_acc, BW_BLOCK_Q, dsa);
     }
 #undef BW_FETCH_STEP
+#undef BW_FETCH_BIAS
 
     // Keys past seqlen_k are not stored; dK takes the softmax scale once.
     const ulong dk_base = dk_offset + (ulong)b * dk_stride_b + (ulong)hk * dk_stride_h;
@@ -343,6 +398,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #define WG_SIZE (128 * BWQ_WARPGROUPS)
 #define BWQ_ROWS (64 * BWQ_WARPGROUPS)
 #define BWQ_S_REGS (BWQ_BLOCK_K / 2)
+#if FLASHCL_BIAS
+#error "the wgmma dQ kernel takes no bias (the host runs backward_mma.cl's, which writes dBias)"
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_wgmma_dq(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,

@@ -723,15 +723,16 @@ FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx
 /* The Hopper kernels: on an NVIDIA GPU of compute capability 9.0 (H100, H200), with tensor cores AUTO, a forward
  * in f16/bf16 storage with head_dim 64 or 128, no feature but causal, logit soft-capping, ALiBi and an additive
  * bias, rows 16-byte aligned and no forced plan may run on warpgroup MMA (wgmma, backend "nvidia-wgmma" in flashcl_call_stats) instead of mma.sync;
- * so may a backward with the same storage, head dims and alignment and no feature but causal, logit soft-capping
- * and ALiBi (program
- * backward_wgmma.cl in the call stats: dK/dV and dQ on wgmma, as deterministic as the mma.sync backward). Their
+ * so may a backward with the same storage, head dims and alignment and no feature but causal, logit soft-capping,
+ * ALiBi and a bias (program
+ * backward_wgmma.cl in the call stats: dK/dV and dQ on wgmma, as deterministic as the mma.sync backward; with a
+ * bias dQ, which writes dBias, runs mma.sync in the same program). Their
  * programs take a second compile step (the driver's PTX rewritten for sm_90a); where that fails the call runs
  * mma.sync, the reason in flashcl_last_error and flashcl_last_build_log. No effect on other devices. */
 typedef enum flashcl_wgmma_mode {
     /* Default: where it was measured faster than mma.sync (head_dim 64 and 128, causal or not; forwards with
-     * soft-capping and ALiBi at both, a bias at both with rows 16-byte aligned; every backward it takes, dense or
-     * with soft-capping and ALiBi). */
+     * soft-capping and ALiBi at both, a bias at both with rows 16-byte aligned; every backward it takes, dense,
+     * with soft-capping and ALiBi, or with a bias in rows 16-byte aligned). */
     FLASHCL_WGMMA_MODE_AUTO = 0,
     /* Never: the mma.sync kernel. */
     FLASHCL_WGMMA_MODE_OFF = 1,

@@ -44,6 +44,14 @@ static size_t bwd_local_bytes(int head_dim, int warpgroups, int block_q) {
            4 * 128;
 }
 
+/* The dK/dV kernel's staged bias (cl/backward_wgmma.cl, FLASHCL_BIAS_STAGED): two stages of its step's queries x
+ * the work-group's keys, rows of 16-byte chunks padded by one (mma_operands.cl BIAS_TILE_ROW); 0 without. */
+static size_t bwd_bias_bytes(size_t bias_element, int warpgroups, int block_q) {
+    if (!bias_element) return 0;
+    const size_t chunks_per_row = 64 * (size_t)warpgroups * bias_element / 16 + 1;
+    return 2 * (size_t)block_q * chunks_per_row * 16;
+}
+
 /* The dQ kernel's static local memory: Q and dO of the work-group's rows, two stages of K and V blocks. */
 static size_t dq_local_bytes(int head_dim, int warpgroups, int block_k) {
     return (size_t)head_dim * 2 * (2 * 64 * (size_t)warpgroups + 4 * (size_t)block_k) + 4 * 128;
@@ -56,6 +64,8 @@ static size_t static_capacity(const flashcl_device_caps *caps) {
 
 int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flashcl_attention_desc *desc,
                                     const flashcl_features *features, flashcl_plan *tiles) {
+    /* With a bias, dQ (which writes dBias) runs on backward_mma.cl's mma.sync kernel, its bias staged where aligned. */
+    if (features->bias) return 0;
     wgmma_bwd_tiles chosen = dq_defaults[desc->head_dim == 128][desc->causal != 0];
     if (desc->head_dim == 64 && features->alibi && !(features->softcap > 0.0f)) chosen = dq_d64_alibi;
 #ifdef FLASHCL_MMA_EXPERIMENT
@@ -79,12 +89,16 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
     if (mode == FLASHCL_WGMMA_OFF || flashcl_sm90a_device_refusal(caps) != NULL) return 0;
     if (desc->dtype != FLASHCL_DTYPE_F16 && desc->dtype != FLASHCL_DTYPE_BF16) return 0;
     if (desc->head_dim != 64 && desc->head_dim != 128) return 0;
-    /* Causal is not a feature; the score modifiers are the only features the kernels take (no bias or mask). The
+    /* Causal is not a feature; the score modifiers and the bias are the only features the kernels take (no mask). The
      * default mode runs every call it applies to: all measured faster than the mma.sync backward with the same
      * forward (docs/perf.md, "wgmma backward (issue 22, item 3)" and "Score modifiers on the wgmma backward"): dense
      * fwd+bwd at N 2048 / 8192 1.11-1.54x on the H100 (the backward alone 1.15-1.71x), 1.13-1.54x on an H200, the
      * least at d64 causal N 2048; with soft-capping 1.11-1.47x, with ALiBi 1.18-1.57x (H100). */
     if (!flashcl_features_wgmma(features, FLASHCL_PASS_BACKWARD)) return 0;
+    /* A bias: dK/dV on wgmma, dQ (and dBias) on mma.sync. Staged (rows 16-byte aligned) it was 1.17-1.22x the
+     * mma.sync backward fwd+bwd on an H200 (f16, d64 and d128, shared and full, N 2048 / 8192; docs/perf.md, "The
+     * bias on the wgmma backward"); read from global memory (unaligned rows) 0.69-0.92x: FLASHCL_WGMMA_ON only. */
+    if (features->bias && mode != FLASHCL_WGMMA_ON && !flashcl_bias_staged_bytes(features)) return 0;
     /* cp.async copies 16-byte chunks of every row. */
     if (views_alignment % 8 != 0) return 0;
     wgmma_bwd_tiles chosen = bwd_defaults[desc->head_dim == 128];
@@ -99,7 +113,15 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
         chosen = (wgmma_bwd_tiles){fw, fq};
 #endif
     const size_t wg_size = (size_t)chosen.warpgroups * 128;
-    const size_t local = bwd_local_bytes(desc->head_dim, chosen.warpgroups, chosen.block_q);
+    const size_t bias_element = flashcl_bias_staged_bytes(features);
+    size_t local = bwd_local_bytes(desc->head_dim, chosen.warpgroups, chosen.block_q) +
+                   bwd_bias_bytes(bias_element, chosen.warpgroups, chosen.block_q);
+    /* A staged float32 bias of 128-query steps does not fit beside d64's tiles: 64-query steps. */
+    if (local > static_capacity(caps) && bias_element && chosen.block_q > 64) {
+        chosen.block_q = 64;
+        local = bwd_local_bytes(desc->head_dim, chosen.warpgroups, chosen.block_q) +
+                bwd_bias_bytes(bias_element, chosen.warpgroups, chosen.block_q);
+    }
     if (wg_size > caps->limits.max_work_group_size || local > static_capacity(caps)) return 0;
     /* As the mma.sync kernels report theirs: block_q the streamed step, block_k the rows a work-group owns
      * (keys), threads_q the warps (16 keys each), threads_k their width. */
@@ -123,4 +145,8 @@ void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const fl
                  wgmma_dq->block_q);
     /* Dense calls add nothing: their options, and so their programs, stay as they were. */
     flashcl_features_options(features, options, size);
+    /* The mma.sync dQ kernel stages an aligned bias (its tiles were chosen for that: dispatch.c). */
+    const size_t with_features = strlen(options);
+    if (flashcl_bias_staged_bytes(features) && with_features < size)
+        snprintf(options + with_features, size - with_features, " -DFLASHCL_BIAS_STAGED=1");
 }

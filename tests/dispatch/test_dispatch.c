@@ -936,10 +936,38 @@ START_TEST(wgmma_backward_decisions) {
     both.softcap = 30.0f;
     ck_assert_ptr_nonnull(strstr(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &both, 8).options,
                                  "-DBWQ_BLOCK_K=128"));
+    /* A bias: on wgmma (dK/dV) with dQ, which writes dBias, on the mma.sync kernel of the same program, its bias
+     * staged where aligned; the default mode takes the staged one (measured faster), the ON mode an unaligned one
+     * too. */
     flashcl_features biased = f64;
     biased.bias = 1;
+    biased.bias_f32 = 1;
     biased.bias_dtype = FLASHCL_DTYPE_F32;
-    ck_assert_str_eq(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &biased, 8).backend->name,
+    const flashcl_exec_plan biased_on = dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &biased, 8);
+    ck_assert_str_eq(biased_on.backend->name, "nvidia-wgmma");
+    ck_assert_str_eq(biased_on.program, "backward_wgmma.cl");
+    ck_assert_str_eq(biased_on.kernel_names[FLASHCL_KERNEL_DKDV], "flashcl_backward_wgmma_dkdv");
+    ck_assert_str_eq(biased_on.kernel_names[FLASHCL_KERNEL_DQ], "flashcl_backward_mma_dq");
+    ck_assert_ptr_null(strstr(biased_on.options, "-DBWQ_WARPGROUPS"));
+    ck_assert_ptr_nonnull(strstr(biased_on.options, "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 -DFLASHCL_BIAS_STAGED=1"));
+    /* The dK/dV kernel stages it too: two tiles of its step's queries x 128 keys beside d64's tiles; a float32 one
+     * fits with 64-query steps only, a half one with the usual 128. */
+    ck_assert_int_eq(biased_on.tiles.block_q, 64);
+    ck_assert_ptr_nonnull(strstr(biased_on.options, "-DBW_BLOCK_Q=64"));
+    ck_assert_uint_eq(biased_on.tiles.local_mem_bytes, 67072 + 2 * 64 * 33 * 16);
+    flashcl_features half_bias = biased;
+    half_bias.bias_f32 = 0;
+    half_bias.bias_dtype = FLASHCL_DTYPE_F16;
+    const flashcl_exec_plan half_on = dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &half_bias, 8);
+    ck_assert_int_eq(half_on.tiles.block_q, 128);
+    ck_assert_uint_eq(half_on.tiles.local_mem_bytes, 100864 + 2 * 128 * 17 * 16);
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &biased, 8).options, biased_on.options);
+    flashcl_features unaligned = biased;
+    unaligned.bias_view.offset = 1;
+    const flashcl_exec_plan unaligned_on = dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &unaligned, 8);
+    ck_assert_str_eq(unaligned_on.backend->name, "nvidia-wgmma");
+    ck_assert_ptr_null(strstr(unaligned_on.options, "-DFLASHCL_BIAS_STAGED"));
+    ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &unaligned, 8).backend->name,
                      "nvidia-mma-sync");
     ck_assert_int_eq(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &f64, 4).sm90a, 0);
     const flashcl_attention_desc d32 = problem_desc(1000, 64, FLASHCL_DTYPE_F32, 0);

@@ -658,120 +658,164 @@ static void biased_backward(flashcl_context *ctx, const fh_case *c, const fh_inp
     ts_tensor_free(&tb);
 }
 
-/* The tensor-core backward (emulated here, real on NVIDIA) with soft-capping, ALiBi and a bias at once on f16
- * data, causal GQA with more queries than keys (rows 0-21 see no key): a float32 bias of full shape (its dBias
- * written by the dQ kernel directly, at an odd offset with padded rows: read pair by pair from global memory), a
- * float32 (1, 1) one (dBias through the scratch and the reduction), a half (1, 1) one and a half one of full shape,
- * all three in 16-byte aligned rows (offset 8, rows padded to 80), so both kernels stage their bias tiles in local
- * memory, one block ahead (the full-shape one: the dK/dV kernel's copy for the next block crosses from one query
- * head of the group to the next, each with its own plane), and the warp (dK/dV)
- * or key block (dQ) that holds a key past the last whole chunk (76-77, 72-77) reads all of its bias from global
- * memory (keys 64-77: a wrong row or column in the staged read, or a staged range running past the last whole chunk,
- * each fail this test); each with a row hidden whole by -inf and scattered -inf
- * pairs. O and LSE under the forward's rule, dQ, dK, dV and dBias under the 16-bit backward rule against the double
- * reference, dQ and dBias exactly 0 on empty rows and dBias on every hidden pair, and a second run bit for bit the
- * same. Three emulated builds (unstaged, staged float32, staged half), split between the two CPU implementations
- * (ts_split_takes): the two float32 cases on rusticl, the two half ones on POCL. */
+/* Which tensor-core backward a biased_backward_case must have run. */
+typedef enum { RAN_EMULATED, RAN_WGMMA } tc_backward_kind;
+
+/* One variant v (below) of a causal GQA backward with soft-capping, ALiBi and a bias at once on f16 data with more
+ * queries than keys (rows 0 .. sq - sk - 1 see no key), on ctx, which must run the `kind` kernels: O and LSE under
+ * the forward's rule, dQ, dK, dV and dBias under the 16-bit backward rule against the double reference, dQ and
+ * dBias exactly 0 on empty rows and dBias on every hidden pair, and a second run bit for bit the same. Variants: 0 a
+ * float32 bias of full shape at an odd offset with padded rows (dBias written by the dQ kernel directly, the bias
+ * read pair by pair from global memory), 1 a float32 (1, 1) one (dBias through the scratch and the reduction), 2 a
+ * half (1, 1) one, 3 a half one of full shape; 1-3 in 16-byte aligned rows (offset 8, rows padded to a multiple of
+ * 8; the full-shape one's heads and batches each padded by 8), so the kernels that stage their bias do; each with a
+ * row hidden whole by -inf (in the last (b, h) plane) and scattered -inf pairs. */
+static void biased_backward_case(flashcl_context *ctx, const fh_case *c, const fh_inputs *in, int hidden_row, int v,
+                                 tc_backward_kind kind) {
+    static const float slopes[8] = {0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f};
+    static const struct {
+        int full;
+        flashcl_dtype dtype;
+    } variants[4] = {{1, FLASHCL_DTYPE_F32}, {0, FLASHCL_DTYPE_F32}, {0, FLASHCL_DTYPE_F16}, {1, FLASHCL_DTYPE_F16}};
+    const int sq = c->desc.seqlen_q, sk = c->desc.seqlen_k, d = c->desc.head_dim, empty_rows = sq - sk;
+    const int heads = c->desc.heads_q;
+    const int bb = variants[v].full ? c->desc.batch : 1, bh = variants[v].full ? heads : 1;
+    const flashcl_dtype bias_dtype = variants[v].dtype;
+    flashcl_attention_extras ex = no_extras();
+    ex.softcap = 2.0f;
+    ex.alibi_slopes_host = slopes;
+    const size_t n = (size_t)bb * (size_t)bh * plane(c), grads_n = in->q_count + 2 * in->kv_count;
+    char label[200];
+    snprintf(label, sizeof label, "%s, %s bias (%d, %d)", c->name, bias_dtype == FLASHCL_DTYPE_F32 ? "float32" : "half",
+             bb, bh);
+    float *bias = random_bias(c, bb, bh, 1000 + (uint64_t)v, -2.0f, 2.0f, bias_dtype);
+    for (size_t i = 3; i < n; i += 13) bias[i] = -INFINITY;
+    /* A row hidden whole (in the last (b, h) plane of the bias). */
+    for (int j = 0; j < sk; ++j) bias[n - plane(c) + (size_t)hidden_row * (size_t)sk + (size_t)j] = -INFINITY;
+
+    fh_result r, again;
+    float *dbias = malloc(n * sizeof *dbias), *dbias_again = malloc(n * sizeof *dbias_again);
+    double *gold = malloc(n * sizeof *gold), *grads = malloc(grads_n * sizeof *grads);
+    ck_assert(dbias && dbias_again && gold && grads);
+    const ts_placement padded = {FLASHCL_LAYOUT_BHSD, 5, 3},
+                       aligned = {FLASHCL_LAYOUT_BHSD, 8, (size_t)((8 - sk % 8) % 8)};
+    const size_t row = (size_t)sk + aligned.pad, head_stride = (size_t)sq * row + 8;
+    const flashcl_tensor place = v == 0 ? ts_strided_view(&padded, (size_t)bb, (size_t)bh, (size_t)sq, (size_t)sk)
+                                 : v == 3 ? (flashcl_tensor){NULL, 8, (size_t)bh * head_stride + 8, head_stride, row}
+                                          : ts_strided_view(&aligned, (size_t)bb, (size_t)bh, (size_t)sq, (size_t)sk);
+    biased_backward(ctx, c, in, ex, bias, bb, bh, bias_dtype, &place, &r, dbias);
+    flashcl_call_stats s;
+    ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
+    ck_assert_int_eq(s.pass, FLASHCL_PASS_BACKWARD);
+    if (kind == RAN_EMULATED) {
+        ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+        ck_assert_str_eq(s.backend, "emulated");
+    } else {
+        ck_assert_msg(strcmp(s.backend, "nvidia-wgmma") == 0 && strcmp(s.program, "backward_wgmma.cl") == 0,
+                      "%s: ran %s (%s), not the wgmma backward", label, s.backend, s.program);
+    }
+    ck_assert_ptr_nonnull(strstr(s.build_options, bias_dtype == FLASHCL_DTYPE_F32
+                                                      ? "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1 "
+                                                        "-DFLASHCL_BIAS_F32=1"
+                                                      : "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1"));
+    ck_assert_msg((strstr(s.build_options, "-DFLASHCL_BIAS_STAGED=1") != NULL) == (v > 0), "%s: built with %s", label,
+                  s.build_options);
+
+    const flashcl_reference_extras mods = {
+        .softcap = 2.0, .alibi_slopes = slopes, .bias = bias, .bias_batch = bb, .bias_heads = bh};
+    uint8_t *mask = fh_dense_mask(c);
+    fh_check_ex(c, in, &r, 0, mask, NULL, &mods); /* O and LSE */
+    reference_dbias(c, in, &mods, gold, NULL, grads);
+    assert_storage_ulps(label, "dQ", r.dq, grads, in->q_count, FLASHCL_DTYPE_F16, 4.0);
+    assert_storage_ulps(label, "dK", r.dk, grads + in->q_count, in->kv_count, FLASHCL_DTYPE_F16, 4.0);
+    assert_storage_ulps(label, "dV", r.dv, grads + in->q_count + in->kv_count, in->kv_count, FLASHCL_DTYPE_F16, 4.0);
+    assert_storage_ulps(label, "dBias", dbias, gold, n, FLASHCL_DTYPE_F16, 4.0);
+
+    /* Exact zeros: dQ of the rows that see no key (causal, or the -inf row in every (b, h) the bias plane serves),
+     * dBias of every pair no query sees (+0, as the portable kernel writes it). */
+    const size_t last_plane = (size_t)c->desc.batch * (size_t)heads - 1;
+    for (size_t bhq = 0; bhq <= last_plane; ++bhq)
+        for (int i = 0; i < sq; ++i) {
+            const int hidden = i < empty_rows || (i == hidden_row && (bb * bh == 1 || bhq == last_plane));
+            for (int t = 0; hidden && t < d; ++t)
+                ck_assert_msg(r.dq[(bhq * (size_t)sq + (size_t)i) * (size_t)d + (size_t)t] == 0.0f,
+                              "%s: dQ[%zu][%d][%d] of an empty row is %g", label, bhq, i, t,
+                              (double)r.dq[(bhq * (size_t)sq + (size_t)i) * (size_t)d + (size_t)t]);
+        }
+    for (size_t e = 0; e < n; ++e) {
+        const int i = (int)(e / (size_t)sk % (size_t)sq), j = (int)(e % (size_t)sk);
+        if (bias[e] == -INFINITY || j > i - empty_rows)
+            ck_assert_msg(dbias[e] == 0.0f && !signbit(dbias[e]), "%s: dBias[%zu] of a hidden pair is %g", label, e,
+                          (double)dbias[e]);
+    }
+    free(mask);
+
+    /* Deterministic: the same call again gives the same bits. */
+    biased_backward(ctx, c, in, ex, bias, bb, bh, bias_dtype, &place, &again, dbias_again);
+    ck_assert_msg(memcmp(dbias, dbias_again, n * sizeof *dbias) == 0, "%s: dBias differs between two runs", label);
+    ck_assert_msg(memcmp(r.dq, again.dq, in->q_count * sizeof(float)) == 0, "%s: dQ differs between two runs", label);
+    ck_assert_msg(memcmp(r.dk, again.dk, in->kv_count * sizeof(float)) == 0, "%s: dK differs between two runs",
+                  label);
+    ck_assert_msg(memcmp(r.dv, again.dv, in->kv_count * sizeof(float)) == 0, "%s: dV differs between two runs",
+                  label);
+    fh_result_free(&r);
+    fh_result_free(&again);
+    free(dbias), free(dbias_again), free(gold), free(grads), free(bias);
+}
+
+/* The inputs of a biased backward case: f16-rounded, queries scaled so that the scores are a few units (the cap
+ * bends them). */
+static void biased_backward_inputs(const fh_case *c, uint64_t seed, fh_inputs *in) {
+    fh_inputs_make(c, seed, in);
+    for (size_t i = 0; i < in->q_count; ++i) in->q[i] *= 4.0f;
+    fh_round_inputs(in, FLASHCL_DTYPE_F16);
+    for (size_t i = 0; i < in->q_count; ++i) in->dout[i] = ts_round_to_dtype(in->dout[i], FLASHCL_DTYPE_F16);
+}
+
+/* The tensor-core backward emulated (real on NVIDIA in the wgmma test below) at d32, 100 queries x 78 keys, 4 query
+ * heads over 2, batch 2 (rows 0-21 see no key; row 60 would see keys 0-38): the four variants of
+ * biased_backward_case. The staged ones stage their bias tiles in local memory, one block ahead (the full-shape one:
+ * the dK/dV kernel's copy for the next block crosses from one query head of the group to the next, each with its own
+ * plane), and the warp (dK/dV) or key block (dQ) that holds a key past the last whole chunk (76-77, 72-77) reads all
+ * of its bias from global memory (keys 64-77: a wrong row or column in the staged read, or a staged range running
+ * past the last whole chunk, each fail this test). Three emulated builds (unstaged, staged float32, staged half),
+ * split between the two CPU implementations (ts_split_takes): the two float32 cases on rusticl, the two half ones on
+ * POCL. */
 START_TEST(tensor_core_backward) {
     fh_case c = fh_case_make("100x78 d32 f16 causal gqa 4/2 softcap 2 + alibi + bias, tensor-core backward", 2, 4, 2,
                              100, 78, 32, 1);
     c.desc.dtype = FLASHCL_DTYPE_F16;
-    const int sq = 100, sk = 78, hidden_row = 60, empty_rows = sq - sk; /* causal: row i sees keys j <= i - 22 */
     fh_inputs in;
-    fh_inputs_make(&c, 72, &in);
-    for (size_t i = 0; i < in.q_count; ++i) in.q[i] *= 4.0f; /* scaled scores of a few units: the cap bends them */
-    fh_round_inputs(&in, FLASHCL_DTYPE_F16);
-    for (size_t i = 0; i < in.q_count; ++i) in.dout[i] = ts_round_to_dtype(in.dout[i], FLASHCL_DTYPE_F16);
+    biased_backward_inputs(&c, 72, &in);
     flashcl_context *ctx = ts_context();
     ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
-    static const float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
-    flashcl_attention_extras ex = no_extras();
-    ex.softcap = 2.0f;
-    ex.alibi_slopes_host = slopes;
-    const ts_placement padded = {FLASHCL_LAYOUT_BHSD, 5, 3}, aligned = {FLASHCL_LAYOUT_BHSD, 8, 2};
-    static const struct {
-        int bb, bh;
-        flashcl_dtype dtype;
-    } variants[4] = {{2, 4, FLASHCL_DTYPE_F32}, {1, 1, FLASHCL_DTYPE_F32}, {1, 1, FLASHCL_DTYPE_F16},
-                     {2, 4, FLASHCL_DTYPE_F16}};
-    const size_t grads_n = in.q_count + 2 * in.kv_count;
-    for (int v = 0; v < 4; ++v) {
-        const int bb = variants[v].bb, bh = variants[v].bh;
-        const flashcl_dtype bias_dtype = variants[v].dtype;
-        if (!ts_split_takes(0, bias_dtype == FLASHCL_DTYPE_F32 ? 0 : 1, 2)) continue;
-        const size_t n = (size_t)bb * (size_t)bh * plane(&c);
-        char label[160];
-        snprintf(label, sizeof label, "%s, %s bias (%d, %d)", c.name,
-                 bias_dtype == FLASHCL_DTYPE_F32 ? "float32" : "half", bb, bh);
-        float *bias = random_bias(&c, bb, bh, 1000 + (uint64_t)v, -2.0f, 2.0f, bias_dtype);
-        for (size_t i = 3; i < n; i += 13) bias[i] = -INFINITY;
-        /* A row hidden whole (in the last (b, h) plane of the bias): it sees keys 0-38 otherwise. */
-        for (int j = 0; j < sk; ++j) bias[n - plane(&c) + (size_t)hidden_row * sk + (size_t)j] = -INFINITY;
+    for (int v = 0; v < 4; ++v)
+        if (ts_split_takes(0, v < 2 ? 0 : 1, 2)) biased_backward_case(ctx, &c, &in, 60, v, RAN_EMULATED);
+    fh_inputs_free(&in);
+    flashcl_context_free(ctx);
+}
+END_TEST
 
-        fh_result r, again;
-        float *dbias = malloc(n * sizeof *dbias), *dbias_again = malloc(n * sizeof *dbias_again);
-        double *gold = malloc(n * sizeof *gold), *grads = malloc(grads_n * sizeof *grads);
-        ck_assert(dbias && dbias_again && gold && grads);
-        /* Rows of 80 elements at offset 8; the full-shape staged one's heads and batches also start 16-byte
-         * aligned (each padded by 8 elements), which no ts_placement gives. */
-        const size_t head_stride = (size_t)sq * 80 + 8;
-        const flashcl_tensor place = v == 0 ? ts_strided_view(&padded, (size_t)bb, (size_t)bh, (size_t)sq, (size_t)sk)
-                                     : v == 3 ? (flashcl_tensor){NULL, 8, (size_t)bh * head_stride + 8, head_stride, 80}
-                                              : ts_strided_view(&aligned, (size_t)bb, (size_t)bh, (size_t)sq, (size_t)sk);
-        biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, &place, &r, dbias);
-        flashcl_call_stats s;
-        ck_assert_int_eq(flashcl_last_call_stats(ctx, &s), FLASHCL_SUCCESS);
-        ck_assert_int_eq(s.pass, FLASHCL_PASS_BACKWARD);
-        ck_assert_int_eq(s.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
-        ck_assert_str_eq(s.backend, "emulated");
-        ck_assert_ptr_nonnull(strstr(s.build_options, bias_dtype == FLASHCL_DTYPE_F32
-                                                          ? "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1 "
-                                                            "-DFLASHCL_BIAS_F32=1"
-                                                          : "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1"));
-        ck_assert_msg((strstr(s.build_options, "-DFLASHCL_BIAS_STAGED=1") != NULL) == (v > 0), "%s: built with %s",
-                      label, s.build_options);
-
-        const flashcl_reference_extras mods = {
-            .softcap = 2.0, .alibi_slopes = slopes, .bias = bias, .bias_batch = bb, .bias_heads = bh};
-        uint8_t *mask = fh_dense_mask(&c);
-        fh_check_ex(&c, &in, &r, 0, mask, NULL, &mods); /* O and LSE */
-        reference_dbias(&c, &in, &mods, gold, NULL, grads);
-        assert_storage_ulps(label, "dQ", r.dq, grads, in.q_count, FLASHCL_DTYPE_F16, 4.0);
-        assert_storage_ulps(label, "dK", r.dk, grads + in.q_count, in.kv_count, FLASHCL_DTYPE_F16, 4.0);
-        assert_storage_ulps(label, "dV", r.dv, grads + in.q_count + in.kv_count, in.kv_count, FLASHCL_DTYPE_F16, 4.0);
-        assert_storage_ulps(label, "dBias", dbias, gold, n, FLASHCL_DTYPE_F16, 4.0);
-
-        /* Exact zeros: dQ of the rows that see no key (causal, or the -inf row in every (b, h) the bias plane
-         * serves), dBias of every pair no query sees (+0, as the portable kernel writes it). */
-        for (size_t bhq = 0; bhq < (size_t)c.desc.batch * 4; ++bhq)
-            for (int i = 0; i < sq; ++i) {
-                const int hidden = i < empty_rows || (i == hidden_row && (bb * bh == 1 || bhq == 7));
-                for (int t = 0; hidden && t < 32; ++t)
-                    ck_assert_msg(r.dq[(bhq * (size_t)sq + (size_t)i) * 32 + (size_t)t] == 0.0f,
-                                  "%s: dQ[%zu][%d][%d] of an empty row is %g", label, bhq, i, t,
-                                  (double)r.dq[(bhq * (size_t)sq + (size_t)i) * 32 + (size_t)t]);
-            }
-        for (size_t e = 0; e < n; ++e) {
-            const int i = (int)(e / (size_t)sk % (size_t)sq), j = (int)(e % (size_t)sk);
-            if (bias[e] == -INFINITY || j > i - empty_rows)
-                ck_assert_msg(dbias[e] == 0.0f && !signbit(dbias[e]), "%s: dBias[%zu] of a hidden pair is %g", label,
-                              e, (double)dbias[e]);
-        }
-        free(mask);
-
-        /* Deterministic: the same call again gives the same bits. */
-        biased_backward(ctx, &c, &in, ex, bias, bb, bh, bias_dtype, &place, &again, dbias_again);
-        ck_assert_msg(memcmp(dbias, dbias_again, n * sizeof *dbias) == 0, "%s: dBias differs between two runs", label);
-        ck_assert_msg(memcmp(r.dq, again.dq, in.q_count * sizeof(float)) == 0, "%s: dQ differs between two runs",
-                      label);
-        ck_assert_msg(memcmp(r.dk, again.dk, in.kv_count * sizeof(float)) == 0, "%s: dK differs between two runs",
-                      label);
-        ck_assert_msg(memcmp(r.dv, again.dv, in.kv_count * sizeof(float)) == 0, "%s: dV differs between two runs",
-                      label);
-        fh_result_free(&r);
-        fh_result_free(&again);
-        free(dbias), free(dbias_again), free(gold), free(grads), free(bias);
+/* The Hopper backward with a bias (FLASHCL_WGMMA=1: dK/dV on wgmma reading the bias from global memory, dQ and
+ * dBias on mma.sync), on an sm_90 device only (elsewhere these calls run the portable kernels, which the cases above
+ * cover): the four variants of biased_backward_case at d64 (300 queries x 278 keys over three 128-key work-groups of
+ * the dK/dV kernel, 8 query heads over 2: its 128-query steps cross from one query head to the next) and d128 (130
+ * x 100, 64-query steps). */
+START_TEST(wgmma_backward) {
+    flashcl_context *ctx = ts_context_wgmma("1");
+    if (!ts_device_is_sm90(ctx)) {
+        printf("bias: wgmma_backward runs on an sm_90 device only (not this one)\n");
+        flashcl_context_free(ctx);
+        return;
     }
+    fh_case c = _i == 0 ? fh_case_make("300x278 d64 f16 causal gqa 8/2 softcap 2 + alibi + bias, wgmma backward", 1, 8,
+                                       2, 300, 278, 64, 1)
+                        : fh_case_make("130x100 d128 f16 causal gqa 4/2 softcap 2 + alibi + bias, wgmma backward", 2,
+                                       4, 2, 130, 100, 128, 1);
+    c.desc.dtype = FLASHCL_DTYPE_F16;
+    fh_inputs in;
+    biased_backward_inputs(&c, 75 + (uint64_t)_i, &in);
+    for (int v = 0; v < 4; ++v) biased_backward_case(ctx, &c, &in, _i == 0 ? 250 : 90, v, RAN_WGMMA);
     fh_inputs_free(&in);
     flashcl_context_free(ctx);
 }
@@ -1186,6 +1230,7 @@ static Suite *bias_suite(void) {
     tcase_add_test(tc, decode_portable);
     tcase_add_test(tc, decode_matrix_units);
     tcase_add_test(tc, tensor_core_backward);
+    tcase_add_loop_test(tc, wgmma_backward, 0, 2);
     tcase_add_test(tc, plans_agree);
     tcase_add_test(tc, out_of_order_queue);
     suite_add_tcase(s, tc);
