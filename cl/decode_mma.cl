@@ -184,7 +184,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_decod
             const bool in_left = col < key_end, in_right = col + 1 < key_end;
 #if DECODE_BIAS_PAIRS
             // An even col gives an aligned pair (a window's first key may make the steps' starts odd).
-            if (in_right && col + 1 < seqlen_k && (col & 1) == 0) {
+            if (in_right && (col & 1) == 0) { // in_right: col + 1 < key_end <= seqlen_k
                 const float2 top = real_top ? bias_pair_global(bias, bias_top + (ulong)pos_top * bias_stride_s + (ulong)col)
                                             : (float2)(0.0f);
                 const float2 bottom =
