@@ -5,7 +5,8 @@
 
 typedef struct tuned_plan {
     /* Matched against CL_DEVICE_NAME: the entry applies where either appears (the second may be NULL). The H100 and
-     * the H200 are one chip (GH100, 132 units, 226 KiB of static local memory found on both) with different memory. */
+     * the H200 are one chip (GH100, 132 units, 226 KiB of static local memory found on both) with different memory;
+     * the substrings also match the chip's other boards ("H100 PCIe", "GH200"), which were not measured. */
     const char *device_substrings[2];
     flashcl_pass pass;
     flashcl_dtype dtype;
