@@ -52,6 +52,11 @@ static size_t bwd_bias_bytes(size_t bias_element, int warpgroups, int block_q) {
     return 2 * (size_t)block_q * chunks_per_row * 16;
 }
 
+/* Everything the dK/dV kernel holds, its staged bias included (bias_element 0: none). */
+static size_t dkdv_local_bytes(int head_dim, wgmma_bwd_tiles t, size_t bias_element) {
+    return bwd_local_bytes(head_dim, t.warpgroups, t.block_q) + bwd_bias_bytes(bias_element, t.warpgroups, t.block_q);
+}
+
 /* The dQ kernel's static local memory: Q and dO of the work-group's rows, two stages of K and V blocks. */
 static size_t dq_local_bytes(int head_dim, int warpgroups, int block_k) {
     return (size_t)head_dim * 2 * (2 * 64 * (size_t)warpgroups + 4 * (size_t)block_k) + 4 * 128;
@@ -114,13 +119,11 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
 #endif
     const size_t wg_size = (size_t)chosen.warpgroups * 128;
     const size_t bias_element = flashcl_bias_staged_bytes(features);
-    size_t local = bwd_local_bytes(desc->head_dim, chosen.warpgroups, chosen.block_q) +
-                   bwd_bias_bytes(bias_element, chosen.warpgroups, chosen.block_q);
+    size_t local = dkdv_local_bytes(desc->head_dim, chosen, bias_element);
     /* A staged float32 bias of 128-query steps does not fit beside d64's tiles: 64-query steps. */
     if (local > static_capacity(caps) && bias_element && chosen.block_q > 64) {
         chosen.block_q = 64;
-        local = bwd_local_bytes(desc->head_dim, chosen.warpgroups, chosen.block_q) +
-                bwd_bias_bytes(bias_element, chosen.warpgroups, chosen.block_q);
+        local = dkdv_local_bytes(desc->head_dim, chosen, bias_element);
     }
     if (wg_size > caps->limits.max_work_group_size || local > static_capacity(caps)) return 0;
     /* As the mma.sync kernels report theirs: block_q the streamed step, block_k the rows a work-group owns
