@@ -137,6 +137,9 @@ int flashcl_features_wgmma(const flashcl_features *f, flashcl_pass pass);
  * (FLASHCL_BIAS_STAGED): a bias whose rows start 16-byte aligned (offset and strides multiples of a 16-byte
  * chunk's elements; broadcast strides are 0); else (no bias, or unaligned rows) 0. */
 size_t flashcl_bias_staged_bytes(const flashcl_features *f);
+/* The tensor-core kernels' feature options: flashcl_features_options, then FLASHCL_BIAS_STAGED where
+ * flashcl_bias_staged_bytes says the bias is staged. */
+void flashcl_features_tensor_core_options(const flashcl_features *f, char *options, size_t size);
 
 /* 1 if the call uses a feature the portable forward's split-KV does not take. */
 int flashcl_features_block_split(const flashcl_features *f);

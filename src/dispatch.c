@@ -160,8 +160,7 @@ static void flash_program(const flashcl_device_caps *caps, const flashcl_problem
                         "-DFLASHCL_MMA_PTX=%d -DTF32_SMALL_ROUNDED=0",
                         (int)desc->dtype, desc->head_dim, t->block_q, t->block_k,
                         t->block_q / (16 * t->threads_q), plan->backend->ptx);
-            flashcl_features_options(p->features, plan->options, sizeof plan->options);
-            if (staged_bias_bytes(p)) add_options(plan, " -DFLASHCL_BIAS_STAGED=1");
+            flashcl_features_tensor_core_options(p->features, plan->options, sizeof plan->options);
         } else {
             plan->kernel_names[1] = "flashcl_backward_mma_dkdv";
             plan->kernel_names[2] = "flashcl_backward_mma_dq";
@@ -170,8 +169,7 @@ static void flash_program(const flashcl_device_caps *caps, const flashcl_problem
             add_options(plan,
                         "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DWARPS=%d -DBLOCK_Q=%d -DBLOCK_K=%d -DFLASHCL_MMA_PTX=%d",
                         (int)desc->dtype, desc->head_dim, t->threads_q, t->block_q, t->block_q, plan->backend->ptx);
-            flashcl_features_options(p->features, plan->options, sizeof plan->options);
-            if (staged_bias_bytes(p)) add_options(plan, " -DFLASHCL_BIAS_STAGED=1");
+            flashcl_features_tensor_core_options(p->features, plan->options, sizeof plan->options);
         }
         return;
     }

@@ -75,6 +75,12 @@ size_t flashcl_bias_staged_bytes(const flashcl_features *f) {
     return element;
 }
 
+void flashcl_features_tensor_core_options(const flashcl_features *f, char *options, size_t size) {
+    flashcl_features_options(f, options, size);
+    const size_t used = strlen(options);
+    if (flashcl_bias_staged_bytes(f) && used < size) snprintf(options + used, size - used, " -DFLASHCL_BIAS_STAGED=1");
+}
+
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 flashcl_status flashcl_dbias_prepare(flashcl_context *ctx, const flashcl_attention_desc *desc,

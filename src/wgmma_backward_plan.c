@@ -146,10 +146,7 @@ void flashcl_wgmma_backward_options(const flashcl_attention_desc *desc, const fl
     if (wgmma_dq && used < size)
         snprintf(options + used, size - used, " -DBWQ_WARPGROUPS=%d -DBWQ_BLOCK_K=%d", wgmma_dq->threads_q / 4,
                  wgmma_dq->block_q);
-    /* Dense calls add nothing: their options, and so their programs, stay as they were. */
-    flashcl_features_options(features, options, size);
-    /* The mma.sync dQ kernel stages an aligned bias (its tiles were chosen for that: dispatch.c). */
-    const size_t with_features = strlen(options);
-    if (flashcl_bias_staged_bytes(features) && with_features < size)
-        snprintf(options + with_features, size - with_features, " -DFLASHCL_BIAS_STAGED=1");
+    /* Dense calls add nothing: their options, and so their programs, stay as they were. An aligned bias is staged
+     * by both kernels (the mma.sync dQ kernel's tiles were chosen for that: dispatch.c). */
+    flashcl_features_tensor_core_options(features, options, size);
 }

@@ -115,8 +115,5 @@ void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_fea
              (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
              tiles_for(desc, features).pipelined ? " -DWG_PIPELINE=1" : "");
     /* Dense calls add nothing: their options, and so their programs, stay as they were. */
-    flashcl_features_options(features, options, size);
-    const size_t used = strlen(options);
-    if (flashcl_bias_staged_bytes(features) && used < size)
-        snprintf(options + used, size - used, " -DFLASHCL_BIAS_STAGED=1");
+    flashcl_features_tensor_core_options(features, options, size);
 }
