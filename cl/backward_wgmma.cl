@@ -2,10 +2,10 @@
 // warpgroup matrix instructions (wgmma, sm_90a; issue 22, item 3), for 16-bit
 // storage (half, bfloat16) and head dims 64 and 128, causal or not, with the
 // score modifiers (FLASHCL_SOFTCAP, FLASHCL_ALIBI; common.cl) or without, and
-// in the dK/dV kernel with an additive bias (FLASHCL_BIAS: staged in local
-// memory with each step's Q and dO where its rows are 16-byte aligned,
-// FLASHCL_BIAS_STAGED, else read from global memory where each score is; the
-// host then runs dQ, which writes dBias, on backward_mma.cl's mma.sync kernel).
+// with an additive bias (FLASHCL_BIAS: staged in local memory beside each
+// step's streamed rows where its rows are 16-byte aligned, FLASHCL_BIAS_STAGED,
+// else read from global memory where each score is; the dQ kernel writes
+// dBias as backward_mma.cl's does).
 // Placed after mma.cl, mma_nvidia.cl, mma_operands.cl, wgmma.cl and
 // backward_mma.cl (whose lse_log2 this file uses, and whose
 // flashcl_backward_mma_dq computes dQ on mma.sync where the host leaves out
@@ -398,9 +398,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #define WG_SIZE (128 * BWQ_WARPGROUPS)
 #define BWQ_ROWS (64 * BWQ_WARPGROUPS)
 #define BWQ_S_REGS (BWQ_BLOCK_K / 2)
-#if FLASHCL_BIAS
-#error "the wgmma dQ kernel takes no bias (the host runs backward_mma.cl's, which writes dBias)"
-#endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_wgmma_dq(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
@@ -415,6 +412,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     __local uchar do_tile[BW_TILE_BYTES(BWQ_ROWS)] __attribute__((aligned(128)));
     __local uchar k_tiles[2][BW_TILE_BYTES(BWQ_BLOCK_K)] __attribute__((aligned(128)));
     __local uchar v_tiles[2][BW_TILE_BYTES(BWQ_BLOCK_K)] __attribute__((aligned(128)));
+#if FLASHCL_BIAS_STAGED
+    // Each stage's bias: the work-group's rows x the block's keys (mma_operands.cl's padded rows), copied with K, V.
+    __local uint4 bias_tiles[2][BWQ_ROWS * BIAS_TILE_ROW(BWQ_BLOCK_K)];
+#endif
 
     const int lid = (int)get_local_id(0);
     const int warpgroup = lid / 128, warp = (lid % 128) / 32, lane = lid % 32;
@@ -437,6 +438,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     const float scale2 = BW_SCALE2(scale);
 #if FLASHCL_ALIBI
     const float alibi_slope = FLASHCL_ALIBI_SLOPE(b, h);
+#endif
+#if FLASHCL_BIAS
+    const ulong bias_base = FLASHCL_BIAS_BASE(b, h);
+    const ulong dbias_base = dbias_offset + (ulong)b * dbias_stride_b + (ulong)h * dbias_stride_h;
+#endif
+#if FLASHCL_BIAS_STAGED
+    // Keys from the last whole chunk before seqlen_k on are read from global memory (FETCH_BIAS_TILE leaves them).
+    const int bias_staged_end = BIAS_STAGED_END(seqlen_k);
+#define BWQ_FETCH_BIAS(stage_, k0_) FETCH_BIAS_TILE(bias_tiles[stage_], q0, BWQ_ROWS, seqlen_q, k0_, BWQ_BLOCK_K, seqlen_k)
+#else
+#define BWQ_FETCH_BIAS(stage_, k0_)
 #endif
     const float lse_top = lse_log2(lse, lse_base + (ulong)row_top * lse_stride_s, row_top < seqlen_q);
     const float lse_bottom = lse_log2(lse, lse_base + (ulong)row_bottom * lse_stride_s, row_bottom < seqlen_q);
@@ -469,6 +481,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         WG_FETCH_TILE(do_tile, dout, do_base, do_stride_s, q0, seqlen_q, BWQ_ROWS, HEAD_DIM);
         WG_FETCH_TILE(k_tiles[0], k, k_base, k_stride_s, 0, seqlen_k, BWQ_BLOCK_K, HEAD_DIM);
         WG_FETCH_TILE(v_tiles[0], v, v_base, v_stride_s, 0, seqlen_k, BWQ_BLOCK_K, HEAD_DIM);
+        BWQ_FETCH_BIAS(0, 0);
         COPY_COMMIT();
     }
     for (int j = 0; j < blocks; ++j) {
@@ -484,6 +497,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                           HEAD_DIM);
             WG_FETCH_TILE(v_tiles[stage ^ 1], v, v_base, v_stride_s, k0 + BWQ_BLOCK_K, seqlen_k, BWQ_BLOCK_K,
                           HEAD_DIM);
+            BWQ_FETCH_BIAS(stage ^ 1, k0 + BWQ_BLOCK_K);
             COPY_COMMIT();
         }
         const ulong k_desc = k_desc0 + (stage ? k_stage_units : 0);
@@ -518,6 +532,33 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 s[4 * n + 3] =
                     FLASHCL_SCORE_MOD(s[4 * n + 3] * scale, g3, alibi_slope, row_bottom + diagonal, key + 1);
             }
+#elif FLASHCL_BIAS
+            s[4 * n] *= scale;
+            s[4 * n + 1] *= scale;
+            s[4 * n + 2] *= scale;
+            s[4 * n + 3] *= scale;
+#endif
+#if FLASHCL_BIAS
+            // After soft-capping and ALiBi, before the masks; pairs past the ends read 0.
+            const int bias_col = k0 + n * 8 + 2 * t;
+#if FLASHCL_BIAS_STAGED
+            float4 bias4;
+            if (bias_col + 1 < bias_staged_end) {
+                __local const uint4 *tile = bias_tiles[stage];
+                bias4 = (float4)(bias_pair_local(tile + (row_top - q0) * BIAS_TILE_ROW(BWQ_BLOCK_K), n * 8 + 2 * t),
+                                 bias_pair_local(tile + (row_bottom - q0) * BIAS_TILE_ROW(BWQ_BLOCK_K), n * 8 + 2 * t));
+            } else
+#else
+            const float4
+#endif
+            bias4 = (float4)(FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col),
+                             FLASHCL_BIAS_VALUE(bias_base, row_top, bias_col + 1),
+                             FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col),
+                             FLASHCL_BIAS_VALUE(bias_base, row_bottom, bias_col + 1));
+            s[4 * n] += bias4.x;
+            s[4 * n + 1] += bias4.y;
+            s[4 * n + 2] += bias4.z;
+            s[4 * n + 3] += bias4.w;
 #endif
             float p0 = EXP2(fma(s[4 * n], scale2, -lse_top));
             float p1 = EXP2(fma(s[4 * n + 1], scale2, -lse_top));
@@ -531,11 +572,26 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 if (left_out || (causal && col > row_bottom + diagonal)) p2 = 0.0f;
                 if (right_out || (causal && col + 1 > row_bottom + diagonal)) p3 = 0.0f;
             }
+#if FLASHCL_BIAS
+            if (bias4.x == -INFINITY) p0 = 0.0f;
+            if (bias4.y == -INFINITY) p1 = 0.0f;
+            if (bias4.z == -INFINITY) p2 = 0.0f;
+            if (bias4.w == -INFINITY) p3 = 0.0f;
+#endif
 #if FLASHCL_SOFTCAP
-            dp[4 * n] = p0 * (dp[4 * n] - delta_top) * g0;
-            dp[4 * n + 1] = p1 * (dp[4 * n + 1] - delta_top) * g1;
-            dp[4 * n + 2] = p2 * (dp[4 * n + 2] - delta_bottom) * g2;
-            dp[4 * n + 3] = p3 * (dp[4 * n + 3] - delta_bottom) * g3;
+            {
+                // dS before soft-capping's derivative is dBias.
+                const float4 ds_score = (float4)(p0 * (dp[4 * n] - delta_top), p1 * (dp[4 * n + 1] - delta_top),
+                                                 p2 * (dp[4 * n + 2] - delta_bottom),
+                                                 p3 * (dp[4 * n + 3] - delta_bottom));
+#if FLASHCL_BIAS
+                if (write_dbias) STORE_DBIAS(ds_score, k0 + n * 8 + 2 * t);
+#endif
+                dp[4 * n] = ds_score.x * g0;
+                dp[4 * n + 1] = ds_score.y * g1;
+                dp[4 * n + 2] = ds_score.z * g2;
+                dp[4 * n + 3] = ds_score.w * g3;
+            }
 #endif
             s[4 * n] = p0;
             s[4 * n + 1] = p1;
@@ -548,10 +604,14 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         uint dsa[BWQ_BLOCK_K / 16][4];
         UNROLL_ALWAYS
         for (int n = 0; n < BWQ_BLOCK_K / 8; ++n) {
-            dsa[n / 2][(n % 2) * 2] =
-                pack2(BW_DS(s[4 * n], dp[4 * n], delta_top), BW_DS(s[4 * n + 1], dp[4 * n + 1], delta_top));
-            dsa[n / 2][(n % 2) * 2 + 1] = pack2(BW_DS(s[4 * n + 2], dp[4 * n + 2], delta_bottom),
-                                                BW_DS(s[4 * n + 3], dp[4 * n + 3], delta_bottom));
+            const float4 ds = (float4)(BW_DS(s[4 * n], dp[4 * n], delta_top), BW_DS(s[4 * n + 1], dp[4 * n + 1], delta_top),
+                                       BW_DS(s[4 * n + 2], dp[4 * n + 2], delta_bottom),
+                                       BW_DS(s[4 * n + 3], dp[4 * n + 3], delta_bottom));
+#if FLASHCL_BIAS && !FLASHCL_SOFTCAP
+            if (write_dbias) STORE_DBIAS(ds, k0 + n * 8 + 2 * t); // dS is dBias
+#endif
+            dsa[n / 2][(n % 2) * 2] = pack2(ds.x, ds.y);
+            dsa[n / 2][(n % 2) * 2 + 1] = pack2(ds.z, ds.w);
         }
         // dQ += dS K over BWQ_BLOCK_K / 16 k-steps of 16 keys.
         WGMMA_FENCE();
@@ -562,6 +622,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         WGMMA_WAIT_PV(HEAD_DIM, dq_acc, BWQ_BLOCK_K, dsa);
     }
 
+#if FLASHCL_BIAS
+    // dBias of the keys the loop never reached (past the causal diagonal of every row of the work-group) is 0,
+    // written here so that every element is written once (backward_mma.cl's dQ kernel does the same).
+    if (write_dbias) {
+        const int reached = min(seqlen_k, blocks * BWQ_BLOCK_K);
+        for (int r = q0; r < min(q0 + BWQ_ROWS, seqlen_q) && reached < seqlen_k; ++r)
+            for (int key = reached + lid; key < seqlen_k; key += WG_SIZE)
+                dbias[dbias_base + (ulong)r * dbias_stride_s + (ulong)key] = 0.0f;
+    }
+#endif
+#undef BWQ_FETCH_BIAS
     const ulong dq_base = dq_offset + (ulong)b * dq_stride_b + (ulong)h * dq_stride_h;
     UNROLL_ALWAYS
     for (int i = 0; i < BW_ACC_REGS / 4; ++i) {

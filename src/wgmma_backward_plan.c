@@ -62,6 +62,14 @@ static size_t dq_local_bytes(int head_dim, int warpgroups, int block_k) {
     return (size_t)head_dim * 2 * (2 * 64 * (size_t)warpgroups + 4 * (size_t)block_k) + 4 * 128;
 }
 
+/* Everything the dQ kernel holds, its staged bias included (bias_element 0: none): the bias tiles have
+ * 64 x warpgroups rows of block_k elements, padded by one 16-byte chunk (mma_operands.cl BIAS_TILE_ROW). */
+static size_t dq_all_local_bytes(int head_dim, wgmma_bwd_tiles t, size_t bias_element) {
+    const size_t bias = bias_element ? 2 * 64 * (size_t)t.warpgroups * ((size_t)t.block_q * bias_element / 16 + 1) * 16
+                                     : 0;
+    return dq_local_bytes(head_dim, t.warpgroups, t.block_q) + bias;
+}
+
 static size_t static_capacity(const flashcl_device_caps *caps) {
     return caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes ? caps->limits.static_local_mem_bytes
                                                                                : caps->limits.local_mem_bytes;
@@ -69,8 +77,6 @@ static size_t static_capacity(const flashcl_device_caps *caps) {
 
 int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flashcl_attention_desc *desc,
                                     const flashcl_features *features, flashcl_plan *tiles) {
-    /* With a bias, dQ (which writes dBias) runs on backward_mma.cl's mma.sync kernel, its bias staged where aligned. */
-    if (features->bias) return 0;
     wgmma_bwd_tiles chosen = dq_defaults[desc->head_dim == 128][desc->causal != 0];
     if (desc->head_dim == 64 && features->alibi && !(features->softcap > 0.0f)) chosen = dq_d64_alibi;
 #ifdef FLASHCL_MMA_EXPERIMENT
@@ -81,8 +87,19 @@ int flashcl_wgmma_backward_dq_tiles(const flashcl_device_caps *caps, const flash
         chosen = (wgmma_bwd_tiles){fw, fk};
 #endif
     if (chosen.warpgroups == 0) return 0;
+    /* A staged bias (its two tiles of the work-group's rows x a key block) beside them: where it does not fit,
+     * 64-key blocks, then two warpgroups. */
+    const size_t bias_element = flashcl_bias_staged_bytes(features);
+    size_t local = dq_all_local_bytes(desc->head_dim, chosen, bias_element);
+    if (local > static_capacity(caps) && bias_element && chosen.block_q > 64) {
+        chosen.block_q = 64;
+        local = dq_all_local_bytes(desc->head_dim, chosen, bias_element);
+    }
+    if (local > static_capacity(caps) && bias_element && chosen.warpgroups > 2) {
+        chosen.warpgroups = 2;
+        local = dq_all_local_bytes(desc->head_dim, chosen, bias_element);
+    }
     const size_t wg_size = (size_t)chosen.warpgroups * 128;
-    const size_t local = dq_local_bytes(desc->head_dim, chosen.warpgroups, chosen.block_q);
     if (wg_size > caps->limits.max_work_group_size || local > static_capacity(caps)) return 0;
     /* block_q the keys per step, block_k the query rows a work-group owns. */
     *tiles = (flashcl_plan){chosen.block_q, chosen.warpgroups * 64, chosen.warpgroups * 4, 32, wg_size, local};
@@ -100,7 +117,8 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
      * fwd+bwd at N 2048 / 8192 1.11-1.54x on the H100 (the backward alone 1.15-1.71x), 1.13-1.54x on an H200, the
      * least at d64 causal N 2048; with soft-capping 1.11-1.47x, with ALiBi 1.18-1.57x (H100). */
     if (!flashcl_features_wgmma(features, FLASHCL_PASS_BACKWARD)) return 0;
-    /* A bias: dK/dV on wgmma, dQ (and dBias) on mma.sync. Staged (rows 16-byte aligned) it was 1.17-1.22x the
+    /* A bias: dK/dV and dQ (and dBias) on wgmma (branch wgmma-dq-bias: the dQ part not yet run on a GPU; on main dQ
+     * ran mma.sync for these numbers). Staged (rows 16-byte aligned) it was 1.17-1.22x the
      * mma.sync backward fwd+bwd on an H200 (f16, d64 and d128, shared and full, N 2048 / 8192; docs/perf.md, "The
      * bias on the wgmma backward"); read from global memory (unaligned rows) 0.69-0.92x: FLASHCL_WGMMA_ON only. */
     if (features->bias && mode != FLASHCL_WGMMA_ON && !flashcl_bias_staged_bytes(features)) return 0;

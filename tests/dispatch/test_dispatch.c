@@ -947,8 +947,10 @@ START_TEST(wgmma_backward_decisions) {
     ck_assert_str_eq(biased_on.backend->name, "nvidia-wgmma");
     ck_assert_str_eq(biased_on.program, "backward_wgmma.cl");
     ck_assert_str_eq(biased_on.kernel_names[FLASHCL_KERNEL_DKDV], "flashcl_backward_wgmma_dkdv");
-    ck_assert_str_eq(biased_on.kernel_names[FLASHCL_KERNEL_DQ], "flashcl_backward_mma_dq");
-    ck_assert_ptr_null(strstr(biased_on.options, "-DBWQ_WARPGROUPS"));
+    /* (branch wgmma-dq-bias) dQ on wgmma too, its staged float32 bias in 64-key blocks: 2 x 64. */
+    ck_assert_str_eq(biased_on.kernel_names[FLASHCL_KERNEL_DQ], "flashcl_backward_wgmma_dq");
+    ck_assert_ptr_nonnull(strstr(biased_on.options, "-DBWQ_WARPGROUPS=2 -DBWQ_BLOCK_K=64"));
+    ck_assert_uint_eq(biased_on.dq_tiles.local_mem_bytes, 66048 + 2 * 128 * 17 * 16);
     ck_assert_ptr_nonnull(strstr(biased_on.options, "-DFLASHCL_BIAS=1 -DFLASHCL_BIAS_F32=1 -DFLASHCL_BIAS_STAGED=1"));
     /* The dK/dV kernel stages it too: two tiles of its step's queries x 128 keys beside d64's tiles; a float32 one
      * fits with 64-query steps only, a half one with the usual 128. */
