@@ -7,9 +7,9 @@
 // else read from global memory where each score is; the dQ kernel writes
 // dBias as backward_mma.cl's does).
 // Placed after mma.cl, mma_nvidia.cl, mma_operands.cl, wgmma.cl and
-// backward_mma.cl (whose lse_log2 this file uses, and whose
+// backward_mma.cl (whose lse_log2 and STORE_DBIAS this file uses, and whose
 // flashcl_backward_mma_dq computes dQ on mma.sync where the host leaves out
-// BWQ_WARPGROUPS); built only through the second compile step
+// BWQ_WARPGROUPS: where the wgmma dQ kernel's tiles do not fit); built only through the second compile step
 // (src/program_sm90a.c), so only on an H100-class GPU. D = rowsum(dO * O)
 // comes from cl/backward_delta.cl, as for the mma.sync kernels.
 //

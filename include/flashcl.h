@@ -725,8 +725,8 @@ FLASHCL_API flashcl_status flashcl_context_set_tensor_cores(flashcl_context *ctx
  * bias, rows 16-byte aligned and no forced plan may run on warpgroup MMA (wgmma, backend "nvidia-wgmma" in flashcl_call_stats) instead of mma.sync;
  * so may a backward with the same storage, head dims and alignment and no feature but causal, logit soft-capping,
  * ALiBi and a bias (program
- * backward_wgmma.cl in the call stats: dK/dV and dQ on wgmma, as deterministic as the mma.sync backward; with a
- * bias dQ, which writes dBias, runs mma.sync in the same program). Their
+ * backward_wgmma.cl in the call stats: dK/dV and dQ, which writes dBias, on wgmma, as deterministic as the
+ * mma.sync backward). Their
  * programs take a second compile step (the driver's PTX rewritten for sm_90a); where that fails the call runs
  * mma.sync, the reason in flashcl_last_error and flashcl_last_build_log. No effect on other devices. */
 typedef enum flashcl_wgmma_mode {

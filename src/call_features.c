@@ -36,7 +36,7 @@ static const flashcl_feature_def feature_table[] = {
     {"ALiBi", alibi_on, "FLASHCL_ALIBI", 1,
      FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA | FLASHCL_TC_WGMMA_BACKWARD},
     /* The bias is read where each score is: split-KV, the decode kernels and the tensor-core kernels take it; both
-     * backward families' dQ kernels write its gradient (dBias; the Hopper backward's dQ then runs on mma.sync). */
+     * backward families' dQ kernels write its gradient (dBias). */
     {"attention bias", bias_on, "FLASHCL_BIAS", 1,
      FLASHCL_TC_FORWARD | FLASHCL_TC_BACKWARD | FLASHCL_TC_WGMMA | FLASHCL_TC_WGMMA_BACKWARD},
 };

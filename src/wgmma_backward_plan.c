@@ -117,10 +117,11 @@ int flashcl_wgmma_backward_applies(const flashcl_device_caps *caps, int mode, co
      * fwd+bwd at N 2048 / 8192 1.11-1.54x on the H100 (the backward alone 1.15-1.71x), 1.13-1.54x on an H200, the
      * least at d64 causal N 2048; with soft-capping 1.11-1.47x, with ALiBi 1.18-1.57x (H100). */
     if (!flashcl_features_wgmma(features, FLASHCL_PASS_BACKWARD)) return 0;
-    /* A bias: dK/dV and dQ (and dBias) on wgmma (branch wgmma-dq-bias: the dQ part not yet run on a GPU; on main dQ
-     * ran mma.sync for these numbers). Staged (rows 16-byte aligned) it was 1.17-1.22x the
-     * mma.sync backward fwd+bwd on an H200 (f16, d64 and d128, shared and full, N 2048 / 8192; docs/perf.md, "The
-     * bias on the wgmma backward"); read from global memory (unaligned rows) 0.69-0.92x: FLASHCL_WGMMA_ON only. */
+    /* A bias: dK/dV and dQ (which writes dBias) on wgmma. Staged (rows 16-byte aligned), with dQ still on mma.sync,
+     * it was 1.17-1.22x the mma.sync backward fwd+bwd on an H200 (f16, d64 and d128, shared and full, N 2048 / 8192;
+     * docs/perf.md, "The bias on the wgmma backward"), and dQ on wgmma took that another 1.11-1.20x ("The bias on the
+     * wgmma dQ kernel too"); read from global memory (unaligned rows, dQ on mma.sync) 0.69-0.92x: FLASHCL_WGMMA_ON
+     * only. */
     if (features->bias && mode != FLASHCL_WGMMA_ON && !flashcl_bias_staged_bytes(features)) return 0;
     /* cp.async copies 16-byte chunks of every row. */
     if (views_alignment % 8 != 0) return 0;

@@ -936,8 +936,7 @@ START_TEST(wgmma_backward_decisions) {
     both.softcap = 30.0f;
     ck_assert_ptr_nonnull(strstr(dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &both, 8).options,
                                  "-DBWQ_BLOCK_K=128"));
-    /* A bias: on wgmma (dK/dV) with dQ, which writes dBias, on the mma.sync kernel of the same program, its bias
-     * staged where aligned; the default mode takes the staged one (measured faster), the ON mode an unaligned one
+    /* A bias: on wgmma, dK/dV and dQ (which writes dBias), its bias staged where aligned; the default mode takes the staged one (measured faster), the ON mode an unaligned one
      * too. */
     flashcl_features biased = f64;
     biased.bias = 1;
@@ -947,7 +946,7 @@ START_TEST(wgmma_backward_decisions) {
     ck_assert_str_eq(biased_on.backend->name, "nvidia-wgmma");
     ck_assert_str_eq(biased_on.program, "backward_wgmma.cl");
     ck_assert_str_eq(biased_on.kernel_names[FLASHCL_KERNEL_DKDV], "flashcl_backward_wgmma_dkdv");
-    /* (branch wgmma-dq-bias) dQ on wgmma too, its staged float32 bias in 64-key blocks: 2 x 64. */
+    /* dQ's staged float32 bias fits beside K and V at d64 in 64-key blocks with two warpgroups: 2 x 64. */
     ck_assert_str_eq(biased_on.kernel_names[FLASHCL_KERNEL_DQ], "flashcl_backward_wgmma_dq");
     ck_assert_ptr_nonnull(strstr(biased_on.options, "-DBWQ_WARPGROUPS=2 -DBWQ_BLOCK_K=64"));
     ck_assert_uint_eq(biased_on.dq_tiles.local_mem_bytes, 66048 + 2 * 128 * 17 * 16);

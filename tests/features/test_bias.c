@@ -713,6 +713,9 @@ static void biased_backward_case(flashcl_context *ctx, const fh_case *c, const f
     } else {
         ck_assert_msg(strcmp(s.backend, "nvidia-wgmma") == 0 && strcmp(s.program, "backward_wgmma.cl") == 0,
                       "%s: ran %s (%s), not the wgmma backward", label, s.backend, s.program);
+        /* dQ on wgmma too (the mma.sync dQ kernel of the same program is built without BWQ_WARPGROUPS). */
+        ck_assert_msg(strstr(s.build_options, "-DBWQ_WARPGROUPS=") != NULL, "%s: dQ did not run on wgmma (%s)", label,
+                      s.build_options);
     }
     ck_assert_ptr_nonnull(strstr(s.build_options, bias_dtype == FLASHCL_DTYPE_F32
                                                       ? "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1 "
@@ -796,8 +799,8 @@ START_TEST(tensor_core_backward) {
 }
 END_TEST
 
-/* The Hopper backward with a bias (FLASHCL_WGMMA=1: dK/dV on wgmma reading the bias from global memory, dQ and
- * dBias on mma.sync), on an sm_90 device only (elsewhere these calls run the portable kernels, which the cases above
+/* The Hopper backward with a bias (FLASHCL_WGMMA=1: dK/dV and dQ, which writes dBias, on wgmma, the bias staged
+ * where its rows are aligned and read from global memory where not), on an sm_90 device only (elsewhere these calls run the portable kernels, which the cases above
  * cover): the four variants of biased_backward_case at d64 (300 queries x 278 keys over three 128-key work-groups of
  * the dK/dV kernel, 8 query heads over 2: its 128-query steps cross from one query head to the next) and d128 (130
  * x 100, 64-query steps). */
