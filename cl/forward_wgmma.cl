@@ -207,41 +207,73 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #else
 #define WG_MODIFY(k0_, n)
 #endif
-    // A -inf bias may hide any pair: with a bias every block takes the
-    // masked path.
-#if FLASHCL_BIAS
-#define WG_ALL_MASKED 1
-#else
-#define WG_ALL_MASKED 0
-#endif
-#define SOFTMAX(k0_, p_out)                                                                                      \
+    // The hidden pairs of S's 8-key step n of the block at k0_ set to -inf,
+    // each row's block maximum floored at -FLT_MAX where the step shows it a
+    // key. geometric_ 1: the masks (seqlen_k, causal) and a -inf bias; 0:
+    // a -inf bias only (a block wholly inside both masks).
+#define WG_HIDE_STEP(k0_, n, geometric_)                                                                         \
     do {                                                                                                         \
-        const bool masked_block =                                                                                \
-            WG_ALL_MASKED || (k0_) + BLOCK_N > seqlen_k || (causal && (k0_) + BLOCK_N - 1 > q0 + diagonal);     \
-        float block_top = masked_block ? -INFINITY : -FLT_MAX, block_bottom = block_top;                        \
+        const int col = (k0_) + (n) * 8 + 2 * t;                                                                 \
+        const bool left_out = (geometric_) && col >= seqlen_k, right_out = (geometric_) && col + 1 >= seqlen_k; \
+        const bool hide_tl =                                                                                     \
+            left_out || ((geometric_) && causal && col > row_top + diagonal) WG_BIAS_HIDES(bias_top_.x);        \
+        const bool hide_tr =                                                                                     \
+            right_out || ((geometric_) && causal && col + 1 > row_top + diagonal) WG_BIAS_HIDES(bias_top_.y);   \
+        const bool hide_bl =                                                                                     \
+            left_out || ((geometric_) && causal && col > row_bottom + diagonal) WG_BIAS_HIDES(bias_bottom_.x);  \
+        const bool hide_br =                                                                                     \
+            right_out || ((geometric_) && causal && col + 1 > row_bottom + diagonal)                             \
+                             WG_BIAS_HIDES(bias_bottom_.y);                                                      \
+        if (hide_tl) s[4 * (n)] = -INFINITY;                                                                     \
+        if (hide_tr) s[4 * (n) + 1] = -INFINITY;                                                                 \
+        if (hide_bl) s[4 * (n) + 2] = -INFINITY;                                                                 \
+        if (hide_br) s[4 * (n) + 3] = -INFINITY;                                                                 \
+        if (!(hide_tl && hide_tr)) block_top = fmax(block_top, -FLT_MAX);                                        \
+        if (!(hide_bl && hide_br)) block_bottom = fmax(block_bottom, -FLT_MAX);                                  \
+    } while (0)
+#define WG_STEP_MAX(n)                                                                                           \
+    do {                                                                                                         \
+        block_top = fmax(block_top, fmax(s[4 * (n)], s[4 * (n) + 1]));                                           \
+        block_bottom = fmax(block_bottom, fmax(s[4 * (n) + 2], s[4 * (n) + 3]));                                 \
+    } while (0)
+    // Block maxima of S (block at k0_), hidden pairs set to -inf. A -inf bias
+    // may hide any pair, so with a bias every block tests its pairs; but only
+    // blocks reaching past seqlen_k or the diagonal (a uniform test) test the
+    // masks too: the others take a loop of their own that reads the bias
+    // alone (its hides, its floor), a few instructions per score less on the
+    // softmax, which bounds these kernels.
+#if FLASHCL_BIAS
+#define WG_BLOCK_MAX(k0_)                                                                                        \
+    float block_top = -INFINITY, block_bottom = -INFINITY;                                                       \
+    if (masked_block) {                                                                                          \
         UNROLL_ALWAYS                                                                                            \
         for (int n = 0; n < BLOCK_N / 8; ++n) {                                                                  \
             WG_MODIFY(k0_, n)                                                                                    \
-            if (masked_block) {                                                                                  \
-                const int col = (k0_) + n * 8 + 2 * t;                                                           \
-                const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;                          \
-                const bool hide_tl = left_out || (causal && col > row_top + diagonal) WG_BIAS_HIDES(bias_top_.x); \
-                const bool hide_tr =                                                                             \
-                    right_out || (causal && col + 1 > row_top + diagonal) WG_BIAS_HIDES(bias_top_.y);            \
-                const bool hide_bl =                                                                             \
-                    left_out || (causal && col > row_bottom + diagonal) WG_BIAS_HIDES(bias_bottom_.x);           \
-                const bool hide_br =                                                                             \
-                    right_out || (causal && col + 1 > row_bottom + diagonal) WG_BIAS_HIDES(bias_bottom_.y);      \
-                if (hide_tl) s[4 * n] = -INFINITY;                                                               \
-                if (hide_tr) s[4 * n + 1] = -INFINITY;                                                           \
-                if (hide_bl) s[4 * n + 2] = -INFINITY;                                                           \
-                if (hide_br) s[4 * n + 3] = -INFINITY;                                                           \
-                if (!(hide_tl && hide_tr)) block_top = fmax(block_top, -FLT_MAX);                                \
-                if (!(hide_bl && hide_br)) block_bottom = fmax(block_bottom, -FLT_MAX);                          \
-            }                                                                                                    \
-            block_top = fmax(block_top, fmax(s[4 * n], s[4 * n + 1]));                                           \
-            block_bottom = fmax(block_bottom, fmax(s[4 * n + 2], s[4 * n + 3]));                                 \
+            WG_HIDE_STEP(k0_, n, 1);                                                                             \
+            WG_STEP_MAX(n);                                                                                      \
         }                                                                                                        \
+    } else {                                                                                                     \
+        UNROLL_ALWAYS                                                                                            \
+        for (int n = 0; n < BLOCK_N / 8; ++n) {                                                                  \
+            WG_MODIFY(k0_, n)                                                                                    \
+            WG_HIDE_STEP(k0_, n, 0);                                                                             \
+            WG_STEP_MAX(n);                                                                                      \
+        }                                                                                                        \
+    }
+#else
+#define WG_BLOCK_MAX(k0_)                                                                                        \
+    float block_top = masked_block ? -INFINITY : -FLT_MAX, block_bottom = block_top;                            \
+    UNROLL_ALWAYS                                                                                                \
+    for (int n = 0; n < BLOCK_N / 8; ++n) {                                                                      \
+        WG_MODIFY(k0_, n)                                                                                        \
+        if (masked_block) WG_HIDE_STEP(k0_, n, 1);                                                               \
+        WG_STEP_MAX(n);                                                                                          \
+    }
+#endif
+#define SOFTMAX(k0_, p_out)                                                                                      \
+    do {                                                                                                         \
+        const bool masked_block = (k0_) + BLOCK_N > seqlen_k || (causal && (k0_) + BLOCK_N - 1 > q0 + diagonal); \
+        WG_BLOCK_MAX(k0_)                                                                                        \
         block_top = fmax(block_top, QUAD_XOR(block_top, 1));                                                     \
         block_top = fmax(block_top, QUAD_XOR(block_top, 2));                                                     \
         block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 1));                                            \
@@ -441,7 +473,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #undef WG_BIAS_READ
 #undef WG_BIAS_TERM
 #undef WG_BIAS_HIDES
-#undef WG_ALL_MASKED
+#undef WG_HIDE_STEP
+#undef WG_STEP_MAX
+#undef WG_BLOCK_MAX
 
     // Each row's sum is spread over the 4 lanes of its quad.
     sum_top += QUAD_XOR(sum_top, 1);
