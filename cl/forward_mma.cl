@@ -227,11 +227,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 
         // Scale, mask (only blocks reaching past seqlen_k or the diagonal:
         // a uniform test), then the online softmax row by row.
-        const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal)
-#if FLASHCL_BIAS
-                                  || true // a -inf bias may hide any pair: every block is tested pair by pair
-#endif
-            ;
+        // A -inf bias may hide any pair, so with a bias every block tests its
+        // pairs, but only the masked ones test the masks as well (below).
+        const bool masked_block = k0 + BLOCK_K > seqlen_k || (causal && k0 + BLOCK_K - 1 > q0 + diagonal);
         // V(j) (with the bias tile, when staged) has landed; K(j+1) may be in flight.
 #define WAIT_V_BLOCK()                       \
     do {                                     \
@@ -254,8 +252,21 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             // so the maximum stays -inf only for a row that sees no key: the
             // one case written as empty. Every key of an unmasked block is
             // visible.
-            float block_top = masked_block ? -INFINITY : -FLT_MAX;
+            float block_top = masked_block || FLASHCL_BIAS ? -INFINITY : -FLT_MAX;
             float block_bottom = block_top;
+            // With a bias the key loop has two copies once unrolled, `geometric`
+            // a constant in each: the masked blocks' (masks and bias) and the
+            // others' (the bias alone: a few instructions per score less on the
+            // softmax). Without one, a single copy.
+#if FLASHCL_BIAS
+#define MMA_MASK_COPIES 2
+#else
+#define MMA_MASK_COPIES 1
+#endif
+            UNROLL_ALWAYS
+            for (int copy = 0; copy < MMA_MASK_COPIES; ++copy) {
+            const bool geometric = copy == 0;
+            if (MMA_MASK_COPIES == 2 && geometric != masked_block) continue;
             UNROLL_ALWAYS
             for (int n = 0; n < KEY_TILES; ++n) {
                 float4 x = s[m][n];
@@ -299,13 +310,16 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #else
 #define BIAS_HIDES(component)
 #endif
-                if (masked_block) {
+                if (masked_block || FLASHCL_BIAS) {
                     const int col = k0 + n * 8 + 2 * t;
-                    const bool left_out = col >= seqlen_k, right_out = col + 1 >= seqlen_k;
-                    const bool hide_tl = left_out || (causal && col > row_top + diagonal) BIAS_HIDES(x);
-                    const bool hide_tr = right_out || (causal && col + 1 > row_top + diagonal) BIAS_HIDES(y);
-                    const bool hide_bl = left_out || (causal && col > row_bottom + diagonal) BIAS_HIDES(z);
-                    const bool hide_br = right_out || (causal && col + 1 > row_bottom + diagonal) BIAS_HIDES(w);
+                    const bool left_out = geometric && col >= seqlen_k, right_out = geometric && col + 1 >= seqlen_k;
+                    const bool hide_tl = left_out || (geometric && causal && col > row_top + diagonal) BIAS_HIDES(x);
+                    const bool hide_tr =
+                        right_out || (geometric && causal && col + 1 > row_top + diagonal) BIAS_HIDES(y);
+                    const bool hide_bl =
+                        left_out || (geometric && causal && col > row_bottom + diagonal) BIAS_HIDES(z);
+                    const bool hide_br =
+                        right_out || (geometric && causal && col + 1 > row_bottom + diagonal) BIAS_HIDES(w);
 #undef BIAS_HIDES
                     if (hide_tl) x.x = -INFINITY;
                     if (hide_tr) x.y = -INFINITY;
@@ -318,6 +332,8 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                 block_top = fmax(block_top, fmax(x.x, x.y));
                 block_bottom = fmax(block_bottom, fmax(x.z, x.w));
             }
+            }
+#undef MMA_MASK_COPIES
             block_top = fmax(block_top, QUAD_XOR(block_top, 1));
             block_top = fmax(block_top, QUAD_XOR(block_top, 2));
             block_bottom = fmax(block_bottom, QUAD_XOR(block_bottom, 1));

@@ -460,6 +460,50 @@ START_TEST(tensor_core_forward) {
 }
 END_TEST
 
+/* A padding mask over garbage keys: keys 150-199 and key 20 hold NaN in K and a -inf bias on every row (key 20
+ * inside the first blocks, which reach neither seqlen_k nor a diagonal: the tensor-core kernels' open blocks, which
+ * test the bias alone), row 7 is -inf whole (an empty row: O = 0, LSE = -inf), the rest a random bias. A hidden
+ * pair's NaN score must not reach O or LSE (the reference never computes it), so every output is finite and
+ * judged against the reference, on the portable kernels, the emulated tensor-core ones, and on an sm_90 device the
+ * wgmma forward. */
+START_TEST(hidden_nan_keys) {
+    fh_case c = fh_case_make("70x200 d64 f16 gqa 4/2 bias hides NaN keys", 1, 4, 2, 70, 200, 64, 0);
+    c.desc.dtype = FLASHCL_DTYPE_F16;
+    fh_inputs in;
+    fh_inputs_make(&c, 91, &in);
+    fh_round_inputs(&in, FLASHCL_DTYPE_F16);
+    const int sk = 200, d = 64;
+    float *bias = random_bias(&c, 1, 1, 702, -2.0f, 2.0f, FLASHCL_DTYPE_F32);
+    for (int j = 0; j < sk; ++j) {
+        const int garbage = j == 20 || j >= 150;
+        for (int i = 0; i < 70; ++i)
+            if (garbage || i == 7) bias[(size_t)i * sk + (size_t)j] = -INFINITY;
+        for (size_t kv = 0; garbage && kv < 2; ++kv)
+            for (int t = 0; t < d; ++t) in.k[(kv * (size_t)sk + (size_t)j) * (size_t)d + (size_t)t] = NAN;
+    }
+    const ts_placement aligned = {FLASHCL_LAYOUT_BHSD, 8, 0};
+    const flashcl_reference_extras mods = {.softcap = 0.0};
+    for (int variant = 0; variant < 3; ++variant) {
+        if (!ts_split_takes(1, variant, 3)) continue;
+        flashcl_context *ctx = variant == 0 ? fh_portable_context() : variant == 1 ? ts_context() : ts_context_wgmma("1");
+        if (variant == 1)
+            ck_assert_int_eq(flashcl_context_set_tensor_cores(ctx, FLASHCL_TENSOR_CORES_EMULATE), FLASHCL_SUCCESS);
+        if (variant == 2 && !ts_device_is_sm90(ctx)) {
+            flashcl_context_free(ctx);
+            continue;
+        }
+        run_bias(ctx, &c, &in, 0, no_extras(), mods, bias, 1, 1, FLASHCL_DTYPE_F32, &aligned);
+        flashcl_call_stats st;
+        ck_assert_int_eq(flashcl_last_call_stats(ctx, &st), FLASHCL_SUCCESS);
+        if (variant == 1) ck_assert_int_eq(st.kernel, FLASHCL_KERNEL_TENSOR_CORE_EMULATED);
+        if (variant == 2) ck_assert_str_eq(st.backend, "nvidia-wgmma");
+        flashcl_context_free(ctx);
+    }
+    free(bias);
+    fh_inputs_free(&in);
+}
+END_TEST
+
 /* ---- the decode kernels ------------------------------------------------------------------- */
 
 /* Whether ctx's last call ran the decode kernel `program` with `splits` key chunks and a bias build. */
@@ -1230,6 +1274,7 @@ static Suite *bias_suite(void) {
     tcase_add_test(tc, block_mask);
     tcase_add_test(tc, half_storage);
     tcase_add_test(tc, tensor_core_forward);
+    tcase_add_test(tc, hidden_nan_keys);
     tcase_add_test(tc, decode_portable);
     tcase_add_test(tc, decode_matrix_units);
     tcase_add_test(tc, tensor_core_backward);
