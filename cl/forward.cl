@@ -307,29 +307,18 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
 #if FLASHCL_BLOCK_MASK
                                   || tile_row[k0 / BLOCK_K] == 2
 #endif
-            ;
-        // A -inf bias may hide any pair, so with a bias every block tests its
-        // pairs, but only the masked ones test the masks as well: the rows'
-        // loop has two copies once unrolled, `geometric` a constant in each
-        // (without a bias, one copy).
 #if FLASHCL_BIAS
-#define PORTABLE_MASK_COPIES 2
-#else
-#define PORTABLE_MASK_COPIES 1
+                                  || true // a -inf bias may hide any pair: every block is tested pair by pair
 #endif
-#pragma unroll
-        for (int copy = 0; copy < PORTABLE_MASK_COPIES; ++copy) {
-        const bool geometric = copy == 0;
-        if (PORTABLE_MASK_COPIES == 2 && geometric != masked_block) continue;
+            ;
         for (int i = 0; i < ROWS_PER_ITEM; ++i) {
             const int row = q0 + tq + i * THREADS_Q;
             // A visible key lifts the partial maximum to at least -FLT_MAX
             // even when its score is -inf (an overflow) or NaN (which fmax
             // drops): the row maximum stays -inf only for a row that sees no
             // key, the one case written as empty (O = 0, LSE = -inf). Every
-            // key of an unmasked block is visible (with a bias: every key
-            // its bias does not hide).
-            float part = masked_block || FLASHCL_BIAS ? -INFINITY : -FLT_MAX;
+            // key of an unmasked block is visible.
+            float part = masked_block ? -INFINITY : -FLT_MAX;
             for (int j = 0; j < KEYS_PER_ITEM; ++j) {
                 const int col = k0 + tk + j * THREADS_K;
                 float x = s[i][j] * scale;
@@ -344,14 +333,13 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                 const float bias_value = FLASHCL_BIAS_VALUE(bias_base, row, col);
                 x += bias_value;
 #endif
-                if (masked_block || FLASHCL_BIAS) {
+                if (masked_block) {
 #if FLASHCL_SPARSE
-                    const bool hidden = geometric && (col >= seqlen_k || row >= seqlen_q ||
-                                                      (causal && col > row + diagonal) ||
-                                                      !FLASHCL_WINDOW_VISIBLE(row, col) ||
-                                                      !FLASHCL_BLOCK_VISIBLE(mask_head, row, col));
+                    const bool hidden = col >= seqlen_k || row >= seqlen_q || (causal && col > row + diagonal) ||
+                                        !FLASHCL_WINDOW_VISIBLE(row, col) ||
+                                        !FLASHCL_BLOCK_VISIBLE(mask_head, row, col);
 #else
-                    const bool hidden = geometric && (col >= seqlen_k || (causal && col > row + diagonal));
+                    const bool hidden = col >= seqlen_k || (causal && col > row + diagonal);
 #endif
                     if (hidden FLASHCL_BIAS_HIDES)
                         x = -INFINITY;
@@ -363,8 +351,6 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
             }
             parts[(tq + i * THREADS_Q) * R_STRIDE + tk] = part;
         }
-        }
-#undef PORTABLE_MASK_COPIES
         barrier(CLK_LOCAL_MEM_FENCE);
 
         // New running maximum; alpha rescales what was accumulated so far. A
