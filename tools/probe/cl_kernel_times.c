@@ -76,8 +76,12 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint 
         clRetainEvent(mine);
     }
     if (pending_count == pending_cap) {
-        pending_cap = pending_cap ? 2 * pending_cap : 256;
-        pending = realloc(pending, pending_cap * sizeof *pending);
+        /* Out of memory: this launch goes untimed (the list so far is kept), the application's call is unaffected. */
+        const size_t cap = pending_cap ? 2 * pending_cap : 256;
+        launch *grown = realloc(pending, cap * sizeof *grown);
+        if (!grown) return err;
+        pending = grown;
+        pending_cap = cap;
     }
     launch *l = &pending[pending_count++];
     l->event = mine;
