@@ -963,6 +963,36 @@ START_TEST(wgmma_backward_decisions) {
     ck_assert_int_eq(half_on.tiles.block_q, 128);
     ck_assert_uint_eq(half_on.tiles.local_mem_bytes, 100864 + 2 * 128 * 17 * 16);
     ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &d64, &biased, 8).options, biased_on.options);
+    /* The dQ kernel's staged bias (two stages of its rows x the step's keys, rows padded by 16 bytes) where its
+     * default tiles leave room, else 64-key steps, then two warpgroups (231424 bytes here): not causal, d64 keeps
+     * 2 x 128 with a half bias (98816 + 69632) and a float32 one takes 64-key steps (98816 + 135168 does not fit;
+     * 66048 + 69632); d128 keeps 3 x 64 with a half bias (164352 + 55296) and a float32 one takes two warpgroups
+     * (164352 + 104448 does not fit; 131584 + 69632). */
+    {
+        static const struct {
+            int head_dim, f32, warpgroups, block_k;
+            size_t bytes;
+        } dq_fits[4] = {{64, 0, 2, 128, 98816 + 69632},
+                        {64, 1, 2, 64, 66048 + 69632},
+                        {128, 0, 3, 64, 164352 + 55296},
+                        {128, 1, 2, 64, 131584 + 69632}};
+        for (int i = 0; i < 4; ++i) {
+            const flashcl_attention_desc wide = problem_desc(1000, dq_fits[i].head_dim, FLASHCL_DTYPE_F16, 0);
+            flashcl_features wide_bias = dense(&wide);
+            wide_bias.bias = 1;
+            wide_bias.bias_f32 = dq_fits[i].f32;
+            wide_bias.bias_dtype = dq_fits[i].f32 ? FLASHCL_DTYPE_F32 : FLASHCL_DTYPE_F16;
+            wide_bias.bias_view = biased.bias_view;
+            const flashcl_exec_plan p = dispatch_ok(&caps, &s, FLASHCL_PASS_BACKWARD, &wide, &wide_bias, 8);
+            ck_assert_str_eq(p.kernel_names[FLASHCL_KERNEL_DQ], "flashcl_backward_wgmma_dq");
+            char want[64];
+            snprintf(want, sizeof want, "-DBWQ_WARPGROUPS=%d -DBWQ_BLOCK_K=%d", dq_fits[i].warpgroups,
+                     dq_fits[i].block_k);
+            ck_assert_msg(strstr(p.options, want) != NULL, "d%d %s bias: %s", dq_fits[i].head_dim,
+                          dq_fits[i].f32 ? "float32" : "half", p.options);
+            ck_assert_uint_eq(p.dq_tiles.local_mem_bytes, dq_fits[i].bytes);
+        }
+    }
     flashcl_features unaligned = biased;
     unaligned.bias_view.offset = 1;
     const flashcl_exec_plan unaligned_on = dispatch_ok(&caps, &on, FLASHCL_PASS_BACKWARD, &d64, &unaligned, 8);
