@@ -370,6 +370,13 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
         if (row_bottom < seqlen_q && col_ < seqlen_k) dbias[bottom_] = FLASHCL_DBIAS_PLUS_ZERO((ds4).z);     \
         if (row_bottom < seqlen_q && col_ + 1 < seqlen_k) dbias[bottom_ + 1] = FLASHCL_DBIAS_PLUS_ZERO((ds4).w); \
     } while (0)
+// dBias of keys reached .. seqlen_k - 1 of rows row0 .. row0 + rows - 1, which a dQ kernel's loop never reached
+// (past the causal diagonal of every row of its work-group), set to 0 by the work-group's WG_SIZE work-items, so
+// that every element is written once (needs lid, dbias_base).
+#define DBIAS_ZERO_UNREACHED(row0, rows, reached)                                                            \
+    for (int r_ = (row0); r_ < min((row0) + (rows), seqlen_q) && (reached) < seqlen_k; ++r_)                 \
+        for (int key_ = (reached) + lid; key_ < seqlen_k; key_ += WG_SIZE)                                   \
+            dbias[dbias_base + (ulong)r_ * dbias_stride_s + (ulong)key_] = 0.0f
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backward_mma_dq(
@@ -599,9 +606,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     // 0: written here, so every element is written once, with no fill.
     if (write_dbias) {
         const int reached = min(seqlen_k, (key_end + BLOCK_K - 1) / BLOCK_K * BLOCK_K);
-        for (int r = q0; r < min(q0 + OWN_ROWS, seqlen_q) && reached < seqlen_k; ++r)
-            for (int key = reached + lid; key < seqlen_k; key += WG_SIZE)
-                dbias[dbias_base + (ulong)r * dbias_stride_s + (ulong)key] = 0.0f;
+        DBIAS_ZERO_UNREACHED(q0, OWN_ROWS, reached);
     }
 #endif
 

@@ -623,13 +623,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
     }
 
 #if FLASHCL_BIAS
-    // dBias of the keys the loop never reached (past the causal diagonal of every row of the work-group) is 0,
-    // written here so that every element is written once (backward_mma.cl's dQ kernel does the same).
+    // dBias of the keys the loop never reached is 0 (backward_mma.cl's DBIAS_ZERO_UNREACHED).
     if (write_dbias) {
         const int reached = min(seqlen_k, blocks * BWQ_BLOCK_K);
-        for (int r = q0; r < min(q0 + BWQ_ROWS, seqlen_q) && reached < seqlen_k; ++r)
-            for (int key = reached + lid; key < seqlen_k; key += WG_SIZE)
-                dbias[dbias_base + (ulong)r * dbias_stride_s + (ulong)key] = 0.0f;
+        DBIAS_ZERO_UNREACHED(q0, BWQ_ROWS, reached);
     }
 #endif
 #undef BWQ_FETCH_BIAS
