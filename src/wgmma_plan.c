@@ -45,8 +45,12 @@ static const wgmma_tiles defaults[2][2] = {
  * 0.75-0.95x; docs/perf.md, "d64 forwards with a modifier on the wgmma tile variants"). d64 with a bias too:
  * 2 x 64 pipelined, 1.02-1.05x mma.sync on the H200 with a staged bias (2026-11-28, f16, N 2048 / 8192, shared or
  * full, causal or not; docs/perf.md, "The d64 bias forward on wgmma"), where 2 x 128 one block at a time had tied
- * (0.96-1.00x on the H100) and a staged float32 tile of 256 rows does not fit beside 4 x 128. */
+ * (0.96-1.00x on the H100) and a staged float32 tile of 256 rows does not fit beside 4 x 128. Once only the blocks
+ * that reach an end test the masks, 3 x 64 pipelined beat that 2 x 64 by 1.10-1.24x with a bias (H200, f16, shared
+ * and full, causal or not; docs/perf.md, "The d64 forward with a bias after the open blocks"): a third warpgroup
+ * shares each K/V block and bias tile (113 KB of local memory with a half bias, 162 KB with a float32 one). */
 static wgmma_tiles tiles_for(const flashcl_attention_desc *desc, const flashcl_features *features) {
+    if (desc->head_dim == 64 && features->bias) return (wgmma_tiles){3, 64, 1};
     if (desc->head_dim == 64 && flashcl_features_any(features)) return (wgmma_tiles){2, 64, 1};
     return defaults[desc->head_dim == 128][desc->causal != 0];
 }
@@ -70,7 +74,8 @@ static size_t local_bytes(int head_dim, int warpgroups, int block_n, size_t bias
  * earlier run: not faster, so it stays on mma.sync. At head_dim 64 soft-capping and ALiBi gained on the pipelined
  * 2 x 64 tiles (tiles_for: 1.24-1.34x and 1.24-1.36x, causal or not), where the 2 x 128 tiles had lost (0.75-0.76x,
  * 0.93-0.95x); a staged bias there gained a little on the same tiles (1.01-1.03x on the H100 in one round,
- * 1.02-1.05x in eight rows on the H200); an unaligned one (not measured at d64) stays on mma.sync, as at d128.
+ * 1.02-1.05x in eight rows on the H200), and more on 3 x 64 once the open blocks skipped the mask tests (tiles_for);
+ * an unaligned one (not measured at d64) stays on mma.sync, as at d128.
  * FLASHCL_WGMMA_ON still runs them all here (tests, comparisons). */
 static int measured_faster(const flashcl_features *features) {
     return !features->bias || flashcl_bias_staged_bytes(features) != 0;

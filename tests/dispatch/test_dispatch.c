@@ -710,8 +710,8 @@ START_TEST(wgmma_decisions) {
             flashcl_exec_plan_report(&plan, &stats);
             ck_assert_str_eq(stats.backend, "nvidia-wgmma");
         }
-    /* d64, causal or not: soft-capping, ALiBi and a staged bias run on 2 x 64 pipelined tiles in the default mode
-     * (measured faster than mma.sync). */
+    /* d64, causal or not: soft-capping and ALiBi run on 2 x 64 pipelined tiles in the default mode (measured faster
+     * than mma.sync), a staged bias on 3 x 64 pipelined ones (faster still with a bias). */
     for (int causal = 0; causal < 2; ++causal) {
         flashcl_settings on = s;
         on.wgmma = FLASHCL_WGMMA_ON;
@@ -730,14 +730,16 @@ START_TEST(wgmma_decisions) {
         biased.bias = 1;
         biased.bias_dtype = FLASHCL_DTYPE_F32;
         const flashcl_exec_plan biased_on = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &biased, 8);
+        ck_assert_int_eq(biased_on.tiles.block_q, 192);
         ck_assert_int_eq(biased_on.tiles.block_k, 64);
-        ck_assert_ptr_nonnull(strstr(biased_on.options, "-DBLOCK_N=64 -DWARPGROUPS=2 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1 "
+        ck_assert_uint_eq(biased_on.tiles.work_group_size, 384);
+        ck_assert_ptr_nonnull(strstr(biased_on.options, "-DBLOCK_N=64 -DWARPGROUPS=3 -DFLASHCL_MMA_PTX=1 -DWG_PIPELINE=1 "
                                                         "-DFLASHCL_SOFTCAP=1"));
         ck_assert_str_eq(dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &biased, 8).options, biased_on.options);
     }
     /* The score modifiers and the bias run on it with their defines after the options of their tiles (at d128 the
      * dense tiles: a dense call's options, and so its program, are unchanged; at d64 the 2 x 64 pipelined tiles of
-     * every call with a feature, above); an aligned bias is staged (its two tiles in the local memory counted), an
+     * the score modifiers, 3 x 64 with a bias, above); an aligned bias is staged (its two tiles in the local memory counted), an
      * unaligned one read from global memory. The default mode takes a bias where it was measured faster than
      * mma.sync: staged, at either head dim; an unaligned one only FLASHCL_WGMMA_ON takes. */
     {
@@ -745,7 +747,7 @@ START_TEST(wgmma_decisions) {
         on.wgmma = FLASHCL_WGMMA_ON;
         char options[sizeof((flashcl_exec_plan *)0)->options + 96];
         for (int d = 0; d < 2; ++d) {
-            const int head_dim = d ? 128 : 64, rows = d ? 192 : 128, keys = 64;
+            const int head_dim = d ? 128 : 64, rows = 192, keys = 64;
             const flashcl_attention_desc m = problem_desc(1000, head_dim, FLASHCL_DTYPE_F16, 1);
             const flashcl_features plain = dense(&m);
             flashcl_exec_plan base = dispatch_ok(&caps, &s, FLASHCL_PASS_FORWARD, &m, &plain, 8);
@@ -761,6 +763,12 @@ START_TEST(wgmma_decisions) {
                 base = auto_softcap;
                 base.options[suffix - auto_softcap.options] = '\0';
                 ck_assert_int_eq(base.tiles.block_k, 64);
+                /* A bias takes three warpgroups there: the same options with WARPGROUPS=3, and local memory for a Q
+                 * tile of 192 rows beside two stages of K and V (64 keys) and three arrays' alignment. */
+                char *warpgroups = strstr(base.options, "-DWARPGROUPS=2");
+                ck_assert_ptr_nonnull(warpgroups);
+                warpgroups[strlen("-DWARPGROUPS=")] = '3';
+                base.tiles.local_mem_bytes = (size_t)64 * 2 * (192 + 4 * 64) + 3 * 128;
             }
             if (d) {
                 const flashcl_exec_plan softcap = dispatch_ok(&caps, &on, FLASHCL_PASS_FORWARD, &m, &capped, 8);
