@@ -266,11 +266,14 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_SCORE_MODS
                     float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
                     {
-                        const int pos = q0 + col + diagonal;
-                        st[n].x = FLASHCL_SCORE_MOD(st[n].x * scale, g0, alibi_slope, pos, key_top);
-                        st[n].y = FLASHCL_SCORE_MOD(st[n].y * scale, g1, alibi_slope, pos + 1, key_top);
-                        st[n].z = FLASHCL_SCORE_MOD(st[n].z * scale, g2, alibi_slope, pos, key_bottom);
-                        st[n].w = FLASHCL_SCORE_MOD(st[n].w * scale, g3, alibi_slope, pos + 1, key_bottom);
+                        // ALiBi's distances in float steps from the lane's first query of the block (common.cl).
+                        const int pos0 = q0 + 2 * t + diagonal;
+                        st[n].x = FLASHCL_SCORE_MOD_STEP(st[n].x * scale, g0, alibi_slope, pos0, key_top, -(n * 8));
+                        st[n].y = FLASHCL_SCORE_MOD_STEP(st[n].y * scale, g1, alibi_slope, pos0, key_top, -(n * 8 + 1));
+                        st[n].z = FLASHCL_SCORE_MOD_STEP(st[n].z * scale, g2, alibi_slope, pos0, key_bottom, -(n * 8));
+                        st[n].w =
+                            FLASHCL_SCORE_MOD_STEP(st[n].w * scale, g3, alibi_slope, pos0, key_bottom, -(n * 8 + 1));
+                        (void)pos0;
                     }
 #elif FLASHCL_BIAS
                     st[n] *= scale;
@@ -525,11 +528,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_SCORE_MODS
                 float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
                 {
-                    const int col = k0 + n * 8 + 2 * t;
-                    s[n].x = FLASHCL_SCORE_MOD(s[n].x * scale, g0, alibi_slope, row_top + diagonal, col);
-                    s[n].y = FLASHCL_SCORE_MOD(s[n].y * scale, g1, alibi_slope, row_top + diagonal, col + 1);
-                    s[n].z = FLASHCL_SCORE_MOD(s[n].z * scale, g2, alibi_slope, row_bottom + diagonal, col);
-                    s[n].w = FLASHCL_SCORE_MOD(s[n].w * scale, g3, alibi_slope, row_bottom + diagonal, col + 1);
+                    // ALiBi's distances in float steps from the lane's first key of the block (common.cl).
+                    const int col0 = k0 + 2 * t;
+                    s[n].x = FLASHCL_SCORE_MOD_STEP(s[n].x * scale, g0, alibi_slope, row_top + diagonal, col0, n * 8);
+                    s[n].y =
+                        FLASHCL_SCORE_MOD_STEP(s[n].y * scale, g1, alibi_slope, row_top + diagonal, col0, n * 8 + 1);
+                    s[n].z = FLASHCL_SCORE_MOD_STEP(s[n].z * scale, g2, alibi_slope, row_bottom + diagonal, col0, n * 8);
+                    s[n].w =
+                        FLASHCL_SCORE_MOD_STEP(s[n].w * scale, g3, alibi_slope, row_bottom + diagonal, col0, n * 8 + 1);
+                    (void)col0;
                 }
 #elif FLASHCL_BIAS
                 s[n] *= scale;

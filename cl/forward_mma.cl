@@ -272,14 +272,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
                 float4 x = s[m][n];
 #if FLASHCL_SCORE_MODS
                 {
-                    // Lane (g, t) holds keys col, col + 1 of rows row_top (x, y) and row_bottom (z, w).
-                    const int col = k0 + n * 8 + 2 * t;
+                    // Lane (g, t) holds keys k0 + n * 8 + 2t and + 1 of rows row_top (x, y) and row_bottom (z, w).
                     float mod_grad;
-                    x.x = FLASHCL_SCORE_MOD(x.x * scale, mod_grad, alibi_slope, row_top + diagonal, col);
-                    x.y = FLASHCL_SCORE_MOD(x.y * scale, mod_grad, alibi_slope, row_top + diagonal, col + 1);
-                    x.z = FLASHCL_SCORE_MOD(x.z * scale, mod_grad, alibi_slope, row_bottom + diagonal, col);
-                    x.w = FLASHCL_SCORE_MOD(x.w * scale, mod_grad, alibi_slope, row_bottom + diagonal, col + 1);
+                    // ALiBi's distances in float steps from the lane's first key of the block (common.cl).
+                    const int col0 = k0 + 2 * t;
+                    x.x = FLASHCL_SCORE_MOD_STEP(x.x * scale, mod_grad, alibi_slope, row_top + diagonal, col0, n * 8);
+                    x.y = FLASHCL_SCORE_MOD_STEP(x.y * scale, mod_grad, alibi_slope, row_top + diagonal, col0, n * 8 + 1);
+                    x.z = FLASHCL_SCORE_MOD_STEP(x.z * scale, mod_grad, alibi_slope, row_bottom + diagonal, col0, n * 8);
+                    x.w = FLASHCL_SCORE_MOD_STEP(x.w * scale, mod_grad, alibi_slope, row_bottom + diagonal, col0,
+                                                 n * 8 + 1);
                     (void)mod_grad;
+                    (void)col0;
                 }
 #elif FLASHCL_BIAS
                 x *= scale;

@@ -191,17 +191,17 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     WG_BIAS_READ(k0_, n, mod_col_)                                                                               \
     {                                                                                                            \
         float grad_;                                                                                             \
-        s[4 * (n)] = FLASHCL_SCORE_MOD(s[4 * (n)] * scale, grad_, alibi_slope, row_top + diagonal, mod_col_)     \
-            WG_BIAS_TERM(bias_top_.x);                                                                           \
-        s[4 * (n) + 1] =                                                                                         \
-            FLASHCL_SCORE_MOD(s[4 * (n) + 1] * scale, grad_, alibi_slope, row_top + diagonal, mod_col_ + 1)      \
-            WG_BIAS_TERM(bias_top_.y);                                                                           \
-        s[4 * (n) + 2] =                                                                                         \
-            FLASHCL_SCORE_MOD(s[4 * (n) + 2] * scale, grad_, alibi_slope, row_bottom + diagonal, mod_col_)       \
-            WG_BIAS_TERM(bias_bottom_.x);                                                                        \
-        s[4 * (n) + 3] =                                                                                         \
-            FLASHCL_SCORE_MOD(s[4 * (n) + 3] * scale, grad_, alibi_slope, row_bottom + diagonal, mod_col_ + 1)   \
+        const int col0_ = (k0_) + 2 * t; /* the lane's first key of the block: ALiBi's steps from it */         \
+        s[4 * (n)] = FLASHCL_SCORE_MOD_STEP(s[4 * (n)] * scale, grad_, alibi_slope, row_top + diagonal, col0_,  \
+                                            (n) * 8) WG_BIAS_TERM(bias_top_.x);                                  \
+        s[4 * (n) + 1] = FLASHCL_SCORE_MOD_STEP(s[4 * (n) + 1] * scale, grad_, alibi_slope, row_top + diagonal,  \
+                                                col0_, (n) * 8 + 1) WG_BIAS_TERM(bias_top_.y);                   \
+        s[4 * (n) + 2] = FLASHCL_SCORE_MOD_STEP(s[4 * (n) + 2] * scale, grad_, alibi_slope,                      \
+                                                row_bottom + diagonal, col0_, (n) * 8) WG_BIAS_TERM(bias_bottom_.x); \
+        s[4 * (n) + 3] = FLASHCL_SCORE_MOD_STEP(s[4 * (n) + 3] * scale, grad_, alibi_slope,                      \
+                                                row_bottom + diagonal, col0_, (n) * 8 + 1)                       \
             WG_BIAS_TERM(bias_bottom_.y);                                                                        \
+        (void)col0_;                                                                                             \
         (void)grad_;                                                                                             \
     }
 #else
