@@ -251,12 +251,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_SCORE_MODS
             float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
             {
-                // Integers as in the dQ kernel below (float steps not measured alone here).
-                const int pos = q0 + col + diagonal; // the query's key position
-                st[4 * n] = FLASHCL_SCORE_MOD(st[4 * n] * scale, g0, alibi_slope, pos, key_top);
-                st[4 * n + 1] = FLASHCL_SCORE_MOD(st[4 * n + 1] * scale, g1, alibi_slope, pos + 1, key_top);
-                st[4 * n + 2] = FLASHCL_SCORE_MOD(st[4 * n + 2] * scale, g2, alibi_slope, pos, key_bottom);
-                st[4 * n + 3] = FLASHCL_SCORE_MOD(st[4 * n + 3] * scale, g3, alibi_slope, pos + 1, key_bottom);
+                // ALiBi's distances in float steps from the lane's first query of the block (common.cl).
+                const int pos0 = q0 + 2 * t + diagonal;
+                st[4 * n] = FLASHCL_SCORE_MOD_STEP(st[4 * n] * scale, g0, alibi_slope, pos0, key_top, -(n * 8));
+                st[4 * n + 1] =
+                    FLASHCL_SCORE_MOD_STEP(st[4 * n + 1] * scale, g1, alibi_slope, pos0, key_top, -(n * 8 + 1));
+                st[4 * n + 2] = FLASHCL_SCORE_MOD_STEP(st[4 * n + 2] * scale, g2, alibi_slope, pos0, key_bottom, -(n * 8));
+                st[4 * n + 3] =
+                    FLASHCL_SCORE_MOD_STEP(st[4 * n + 3] * scale, g3, alibi_slope, pos0, key_bottom, -(n * 8 + 1));
+                (void)pos0;
             }
 #elif FLASHCL_BIAS
             st[4 * n] *= scale;
@@ -526,14 +529,28 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_SCORE_MODS
             float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
             {
-                // ALiBi per score in integers here, not in common.cl's float steps: with those this kernel
-                // took 1.25x the time at d64 on an H200 (docs/perf.md, "ALiBi's distance in float steps").
+#if HEAD_DIM == 64 && BWQ_BLOCK_K == 64
+                // ALiBi per score in integers on these tiles (d64, 64-key steps: ALiBi-only calls): with common.cl's
+                // float steps this kernel took 1.25x the time on an H200, where with 128-key steps (soft-capping
+                // beside ALiBi) and at d128 they gained (docs/perf.md, "ALiBi's distance in float steps").
                 const int key = k0 + n * 8 + 2 * t;
                 s[4 * n] = FLASHCL_SCORE_MOD(s[4 * n] * scale, g0, alibi_slope, row_top + diagonal, key);
                 s[4 * n + 1] = FLASHCL_SCORE_MOD(s[4 * n + 1] * scale, g1, alibi_slope, row_top + diagonal, key + 1);
                 s[4 * n + 2] = FLASHCL_SCORE_MOD(s[4 * n + 2] * scale, g2, alibi_slope, row_bottom + diagonal, key);
                 s[4 * n + 3] =
                     FLASHCL_SCORE_MOD(s[4 * n + 3] * scale, g3, alibi_slope, row_bottom + diagonal, key + 1);
+#else
+                // ALiBi's distances in float steps from the lane's first key of the block (common.cl).
+                const int key0 = k0 + 2 * t;
+                s[4 * n] = FLASHCL_SCORE_MOD_STEP(s[4 * n] * scale, g0, alibi_slope, row_top + diagonal, key0, n * 8);
+                s[4 * n + 1] =
+                    FLASHCL_SCORE_MOD_STEP(s[4 * n + 1] * scale, g1, alibi_slope, row_top + diagonal, key0, n * 8 + 1);
+                s[4 * n + 2] =
+                    FLASHCL_SCORE_MOD_STEP(s[4 * n + 2] * scale, g2, alibi_slope, row_bottom + diagonal, key0, n * 8);
+                s[4 * n + 3] = FLASHCL_SCORE_MOD_STEP(s[4 * n + 3] * scale, g3, alibi_slope, row_bottom + diagonal,
+                                                      key0, n * 8 + 1);
+                (void)key0;
+#endif
             }
 #elif FLASHCL_BIAS
             s[4 * n] *= scale;
