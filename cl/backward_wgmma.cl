@@ -58,6 +58,15 @@
 // says why): a causal warpgroup computes the blocks its keys cannot see
 // (their P^T is 0).
 
+// WG_BWD_ALIBI_STEPS (default 0): ALiBi's distances in common.cl's float
+// steps in both kernels (the dQ kernel's d64 64-key tiles excepted), as the
+// forwards take them; 0 keeps an integer subtract, abs and conversion per
+// score. An experiment for FLASHCL_BUILD_OPTIONS: its pieces were measured on
+// an H200 (docs/perf.md, "ALiBi's distance in float steps") but this
+// combination has not been run there yet.
+#ifndef WG_BWD_ALIBI_STEPS
+#define WG_BWD_ALIBI_STEPS 0
+#endif
 #ifndef BW_WARPGROUPS
 #define BW_WARPGROUPS 2
 #endif
@@ -251,6 +260,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_SCORE_MODS
             float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
             {
+#if WG_BWD_ALIBI_STEPS
                 // ALiBi's distances in float steps from the lane's first query of the block (common.cl).
                 const int pos0 = q0 + 2 * t + diagonal;
                 st[4 * n] = FLASHCL_SCORE_MOD_STEP(st[4 * n] * scale, g0, alibi_slope, pos0, key_top, -(n * 8));
@@ -260,6 +270,13 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
                 st[4 * n + 3] =
                     FLASHCL_SCORE_MOD_STEP(st[4 * n + 3] * scale, g3, alibi_slope, pos0, key_bottom, -(n * 8 + 1));
                 (void)pos0;
+#else
+                const int pos = q0 + col + diagonal; // the query's key position
+                st[4 * n] = FLASHCL_SCORE_MOD(st[4 * n] * scale, g0, alibi_slope, pos, key_top);
+                st[4 * n + 1] = FLASHCL_SCORE_MOD(st[4 * n + 1] * scale, g1, alibi_slope, pos + 1, key_top);
+                st[4 * n + 2] = FLASHCL_SCORE_MOD(st[4 * n + 2] * scale, g2, alibi_slope, pos, key_bottom);
+                st[4 * n + 3] = FLASHCL_SCORE_MOD(st[4 * n + 3] * scale, g3, alibi_slope, pos + 1, key_bottom);
+#endif
             }
 #elif FLASHCL_BIAS
             st[4 * n] *= scale;
@@ -529,10 +546,9 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
 #if FLASHCL_SCORE_MODS
             float g0 = 1.0f, g1 = 1.0f, g2 = 1.0f, g3 = 1.0f; // soft-capping's derivatives
             {
-#if HEAD_DIM == 64 && BWQ_BLOCK_K == 64
-                // ALiBi per score in integers on these tiles (d64, 64-key steps: ALiBi-only calls): with common.cl's
-                // float steps this kernel took 1.25x the time on an H200, where with 128-key steps (soft-capping
-                // beside ALiBi) and at d128 they gained (docs/perf.md, "ALiBi's distance in float steps").
+#if !WG_BWD_ALIBI_STEPS || (HEAD_DIM == 64 && BWQ_BLOCK_K == 64)
+                // ALiBi per score in integers (WG_BWD_ALIBI_STEPS, above), and on d64's 64-key tiles (ALiBi-only
+                // calls) in any case: with common.cl's float steps this kernel took 1.25x the time there.
                 const int key = k0 + n * 8 + 2 * t;
                 s[4 * n] = FLASHCL_SCORE_MOD(s[4 * n] * scale, g0, alibi_slope, row_top + diagonal, key);
                 s[4 * n + 1] = FLASHCL_SCORE_MOD(s[4 * n + 1] * scale, g1, alibi_slope, row_top + diagonal, key + 1);
