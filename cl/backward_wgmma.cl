@@ -548,7 +548,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_backw
             {
 #if !WG_BWD_ALIBI_STEPS || (HEAD_DIM == 64 && BWQ_BLOCK_K == 64)
                 // ALiBi per score in integers (WG_BWD_ALIBI_STEPS, above), and on d64's 64-key tiles (ALiBi-only
-                // calls) in any case: with common.cl's float steps this kernel took 1.25x the time there.
+                // calls) in any case: with common.cl's float steps this kernel took 1.22-1.25x the time there.
                 const int key = k0 + n * 8 + 2 * t;
                 s[4 * n] = FLASHCL_SCORE_MOD(s[4 * n] * scale, g0, alibi_slope, row_top + diagonal, key);
                 s[4 * n + 1] = FLASHCL_SCORE_MOD(s[4 * n + 1] * scale, g1, alibi_slope, row_top + diagonal, key + 1);
