@@ -12,6 +12,13 @@
 //               64 query rows, so BLOCK_M = 64 * WARPGROUPS
 //   WG_PIPELINE 1: block j's S and block j - 1's O += P V in flight together
 //               (see there); 0: one block at a time
+//   WG_WS       1: warp-specialized (an experiment, FLASHCL_WGMMA_WS in
+//               -DFLASHCL_MMA_EXPERIMENT builds; docs/warp_specialization_plan.md):
+//               one more warpgroup, the producer, copies the K and V blocks
+//               into their stages and signals them on mbarriers; the
+//               WARPGROUPS consumers wait there instead of at work-group
+//               barriers, and free each stage on another mbarrier once
+//               their wgmma reading it is done. Not with a staged bias.
 //
 // Layout: a warpgroup's 64 rows are wgmma's m. Its warp w holds rows
 // 16 w .. 16 w + 15 and lane (g = lane / 4, t = lane % 4) rows g ("top")
@@ -60,6 +67,53 @@
 #define WG_SCORE_TERMS (FLASHCL_SCORE_MODS || FLASHCL_BIAS)
 #define BLOCK_M (64 * WARPGROUPS)
 #define WG_SIZE (128 * WARPGROUPS)
+#ifndef WG_WS
+#define WG_WS 0
+#endif
+#if WG_WS
+#if WG_BIAS_STAGED
+#error "WG_WS does not stage a bias"
+#endif
+// The consumers and the producer warpgroup.
+#define WG_ITEMS (WG_SIZE + 128)
+// WG_FETCH_TILE over `count` work-items numbered `id`.
+#define WG_FETCH_TILE_BY(tile, src, base, stride_s, row0, rows, ROWS, COLS, id, count)                         \
+    for (int e_ = (id); e_ < (ROWS) * ((COLS) / 8); e_ += (count)) {                                          \
+        const int low_ = e_ & 7, rest_ = e_ >> 3;                                                             \
+        const int group_ = rest_ / ((COLS) / 8), c_ = rest_ - group_ * ((COLS) / 8);                          \
+        const int r_ = group_ * 8 + low_;                                                                     \
+        const bool valid_ = (row0) + r_ < (rows);                                                             \
+        __global const uint4 *from_ = (__global const uint4 *)((src) + (base) +                               \
+                                                               (valid_ ? (ulong)((row0) + r_) * (stride_s) + c_ * 8 : 0)); \
+        COPY16_ASYNC((__local uchar *)(tile) + 16 * e_, from_, valid_);                                       \
+    }
+// mbarriers (sm_90 PTX; 8-byte objects in local memory, addressed as SHARED_ADDRESS gives them).
+#define MBAR_INIT(a, n) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory")
+#define MBAR_INIT_FENCE() asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory")
+#define MBAR_ARRIVE(a) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory")
+// Arrives once this work-item's earlier cp.async copies have landed (count set for it at init: .noinc).
+#define CPASYNC_ARRIVE_NOINC(a) asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(a) : "memory")
+#define COPY_WAIT_ALL() asm volatile("cp.async.wait_all;" ::: "memory")
+// Waits until the phase of the given parity has completed (try_wait may give up after a time: loop).
+inline void mbar_wait(uint address, uint parity) {
+    uint done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+                     "selp.b32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(address), "r"(parity), "r"(0x989680u)
+                     : "memory");
+    } while (!done);
+}
+// A value the compiler can see is the same across the warp (lane 0's), so the role branch is not divergent.
+inline uint warp_uniform(uint x) {
+    uint y;
+    asm volatile("shfl.sync.idx.b32 %0, %1, 0, 0x1f, 0xffffffff;" : "=r"(y) : "r"(x));
+    return y;
+}
+#else
+#define WG_ITEMS WG_SIZE
+#endif
 #define S_REGS (BLOCK_N / 2)
 #define O_REGS (HEAD_DIM / 2)
 #define TILE_BYTES(rows) ((rows) * HEAD_DIM * 2)
@@ -67,7 +121,7 @@
 // the MN-major leading one.
 #define GROUP_BYTES (HEAD_DIM * 16)
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forward_wgmma(
+__kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forward_wgmma(
     __global const storage_t *q, ulong q_offset, ulong q_stride_b, ulong q_stride_h, ulong q_stride_s,
     __global const storage_t *k, ulong k_offset, ulong k_stride_b, ulong k_stride_h, ulong k_stride_s,
     __global const storage_t *v, ulong v_offset, ulong v_stride_b, ulong v_stride_h, ulong v_stride_s,
@@ -349,7 +403,127 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) void flashcl_forwa
     float alpha_top = 1.0f, alpha_bottom = 1.0f;
     uint pa[BLOCK_N / 16][4];
 
+#if WG_WS
+    // Stage st's mbarriers: full_k, full_v (the producer's 128 work-items
+    // arrive as their copies land), empty_k, empty_v (every consumer
+    // work-item arrives once its wgmma reading the stage is done). Round r
+    // of a stage (block j = 2 r + st) is the barrier's phase r: consumers
+    // wait for parity r & 1, the producer for the previous round's release,
+    // parity (r & 1) ^ 1, which a fresh barrier passes at once.
+    __local ulong wg_bars[8] __attribute__((aligned(8)));
+#define FULL_K(block) SHARED_ADDRESS(&wg_bars[(block) & 1])
+#define FULL_V(block) SHARED_ADDRESS(&wg_bars[2 + ((block) & 1)])
+#define EMPTY_K(block) SHARED_ADDRESS(&wg_bars[4 + ((block) & 1)])
+#define EMPTY_V(block) SHARED_ADDRESS(&wg_bars[6 + ((block) & 1)])
+#define ROUND_PARITY(block) ((uint)((block) >> 1) & 1u)
+    // A consumer's wait for a filled stage, then its own proxy fence: the
+    // acquire makes the producer's cp.async bytes visible to this work-item,
+    // the fence orders them before its wgmma's (async proxy) reads.
+#define WAIT_FULL(address, block)                                                                                \
+    do {                                                                                                         \
+        mbar_wait((address), ROUND_PARITY(block));                                                               \
+        WG_FENCE_PROXY();                                                                                        \
+    } while (0)
+    const uint role = warp_uniform((uint)warpgroup);
+    if (lid == 0) {
+        for (int i = 0; i < 4; ++i) MBAR_INIT(SHARED_ADDRESS(&wg_bars[i]), 128u);
+        for (int i = 4; i < 8; ++i) MBAR_INIT(SHARED_ADDRESS(&wg_bars[i]), (uint)WG_SIZE);
+        MBAR_INIT_FENCE();
+    }
+    if (blocks > 0) {
+        WG_FETCH_TILE_BY(q_tile, q, q_base, q_stride_s, q0, seqlen_q, BLOCK_M, HEAD_DIM, lid, WG_ITEMS);
+        COPY_COMMIT();
+        COPY_WAIT(0);
+        WG_FENCE_PROXY();
+    }
+    // The last work-group barrier: the mbarriers initialised, Q in place.
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (role == WARPGROUPS) {
+        // The producer: K(j) then V(j), each into its stage once the
+        // consumers freed it (block j - 2's), then signalled.
+        const int pid = lid - WG_SIZE;
+        for (int j = 0; j < blocks; ++j) {
+            mbar_wait(EMPTY_K(j), ROUND_PARITY(j) ^ 1u);
+            WG_FETCH_TILE_BY(k_tiles[j & 1], k, k_base, k_stride_s, j * BLOCK_N, seqlen_k, BLOCK_N, HEAD_DIM, pid,
+                             128);
+            CPASYNC_ARRIVE_NOINC(FULL_K(j));
+            mbar_wait(EMPTY_V(j), ROUND_PARITY(j) ^ 1u);
+            WG_FETCH_TILE_BY(v_tiles[j & 1], v, v_base, v_stride_s, j * BLOCK_N, seqlen_k, BLOCK_N, HEAD_DIM, pid,
+                             128);
+            CPASYNC_ARRIVE_NOINC(FULL_V(j));
+        }
+        // No copy may be outstanding when the work-item ends.
+        COPY_WAIT_ALL();
+        return;
+    }
 #if WG_PIPELINE
+    // The consumers, block j's S beside block j - 1's O += P V (as below).
+    uint p_prev[BLOCK_N / 16][4];
+    if (blocks > 0) {
+        WAIT_FULL(FULL_K(0), 0);
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(0));
+        WGMMA_WAIT(BLOCK_N, s);
+        MBAR_ARRIVE(EMPTY_K(0));
+        SOFTMAX(0, pa);
+        RESCALE_O();
+        UNROLL_ALWAYS
+        for (int i = 0; i < BLOCK_N / 16; ++i) {
+            UNROLL_ALWAYS
+            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
+        }
+    }
+    for (int j = 1; j < blocks; ++j) {
+        const int k0 = j * BLOCK_N;
+        WAIT_FULL(FULL_K(j), j);
+        WAIT_FULL(FULL_V(j - 1), j - 1);
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(j));
+        ISSUE_PV(p_prev, V_DESC(j - 1));
+        WGMMA_WAIT1(BLOCK_N, s);
+        MBAR_ARRIVE(EMPTY_K(j));
+        SOFTMAX(k0, pa);
+        WGMMA_WAIT_PV(HEAD_DIM, acc, BLOCK_N, p_prev);
+        MBAR_ARRIVE(EMPTY_V(j - 1));
+        RESCALE_O();
+        UNROLL_ALWAYS
+        for (int i = 0; i < BLOCK_N / 16; ++i) {
+            UNROLL_ALWAYS
+            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
+        }
+    }
+    if (blocks > 0) {
+        WAIT_FULL(FULL_V(blocks - 1), blocks - 1);
+        WGMMA_FENCE();
+        ISSUE_PV(p_prev, V_DESC(blocks - 1));
+        WGMMA_WAIT(HEAD_DIM, acc);
+        MBAR_ARRIVE(EMPTY_V(blocks - 1));
+    }
+#else
+    // The consumers, one block at a time.
+    for (int j = 0; j < blocks; ++j) {
+        const int k0 = j * BLOCK_N;
+        WAIT_FULL(FULL_K(j), j);
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(j));
+        WGMMA_WAIT(BLOCK_N, s);
+        MBAR_ARRIVE(EMPTY_K(j));
+        SOFTMAX(k0, pa);
+        RESCALE_O();
+        WAIT_FULL(FULL_V(j), j);
+        WGMMA_FENCE();
+        ISSUE_PV(pa, V_DESC(j));
+        WGMMA_WAIT(HEAD_DIM, acc);
+        MBAR_ARRIVE(EMPTY_V(j));
+    }
+#endif
+#undef FULL_K
+#undef FULL_V
+#undef EMPTY_K
+#undef EMPTY_V
+#undef ROUND_PARITY
+#undef WAIT_FULL
+#elif WG_PIPELINE
     // FlashAttention-3's overlap within a warpgroup: block j's S = Q K^T and
     // block j - 1's O += P V are in flight together, and the softmax of
     // block j runs while the latter is (O's rescaling waits for it). P of

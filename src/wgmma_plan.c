@@ -102,8 +102,17 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
         block_n = fn;
     }
 #endif
-    const size_t wg_size = (size_t)warpgroups * 128;
-    const size_t local = local_bytes(desc->head_dim, warpgroups, block_n, flashcl_bias_staged_bytes(features));
+    size_t wg_size = (size_t)warpgroups * 128;
+    size_t local = local_bytes(desc->head_dim, warpgroups, block_n, flashcl_bias_staged_bytes(features));
+#ifdef FLASHCL_MMA_EXPERIMENT
+    /* The warp-specialized first cut (WG_WS in cl/forward_wgmma.cl, not yet run on a GPU): a producer warpgroup
+     * beside the consumers and eight mbarriers; not with a staged bias. */
+    const char *ws = getenv("FLASHCL_WGMMA_WS");
+    if (ws && strcmp(ws, "1") == 0 && flashcl_bias_staged_bytes(features) == 0) {
+        wg_size += 128;
+        local += 8 * 8;
+    }
+#endif
     /* The arrays are static: the device's static local memory (0 there: the reported size) bounds them. */
     const size_t capacity = caps->limits.static_local_mem_bytes > caps->limits.local_mem_bytes
                                 ? caps->limits.static_local_mem_bytes
@@ -116,9 +125,11 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
 
 void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_features *features,
                            const flashcl_plan *tiles, char *options, size_t size) {
-    snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s",
+    snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s%s",
              (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
-             tiles_for(desc, features).pipelined ? " -DWG_PIPELINE=1" : "");
+             tiles_for(desc, features).pipelined ? " -DWG_PIPELINE=1" : "",
+             /* Only the experiment adds a producer warpgroup beyond the consumers' warps. */
+             tiles->work_group_size > (size_t)tiles->threads_q * 32 ? " -DWG_WS=1" : "");
     /* Dense calls add nothing: their options, and so their programs, stay as they were. */
     flashcl_features_tensor_core_options(features, options, size);
 }
