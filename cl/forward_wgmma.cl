@@ -111,6 +111,32 @@ inline uint warp_uniform(uint x) {
     asm volatile("shfl.sync.idx.b32 %0, %1, 0, 0x1f, 0xffffffff;" : "=r"(y) : "r"(x));
     return y;
 }
+// WG_WS_REGS: the producer gives registers back (setmaxnreg, sm_90a) and the
+// consumers take them: FLASHCL_ENTRY_MAXNREG per work-item at entry (the
+// host adds that cap to the PTX, src/ptx_entry.h), the producer 40 (it only
+// copies), the consumers an equal share of the rest in steps of 8, at most
+// 240 (FlashAttention-3's split for cp.async producers: 40 / 232 at 168).
+#ifndef WG_WS_REGS
+#define WG_WS_REGS 0
+#endif
+#if WG_WS_REGS
+#ifndef FLASHCL_ENTRY_MAXNREG
+#error "WG_WS_REGS needs FLASHCL_ENTRY_MAXNREG"
+#endif
+#define WG_PRODUCER_REGS 40
+#define WG_CONSUMER_SHARE (((FLASHCL_ENTRY_MAXNREG * (WARPGROUPS + 1) - WG_PRODUCER_REGS) / WARPGROUPS) / 8 * 8)
+#define WG_CONSUMER_REGS (WG_CONSUMER_SHARE > 240 ? 240 : WG_CONSUMER_SHARE)
+#if WG_CONSUMER_REGS < FLASHCL_ENTRY_MAXNREG
+#error "WG_WS_REGS: the consumers' share would not exceed the entry's registers"
+#endif
+#define WG_REGS_PRODUCER()                                                                                      \
+    asm volatile("// FLASHCL_SM90A setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WG_PRODUCER_REGS) : "memory")
+#define WG_REGS_CONSUMER()                                                                                      \
+    asm volatile("// FLASHCL_SM90A setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WG_CONSUMER_REGS) : "memory")
+#else
+#define WG_REGS_PRODUCER()
+#define WG_REGS_CONSUMER()
+#endif
 #else
 #define WG_ITEMS WG_SIZE
 #endif
@@ -441,6 +467,7 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
     if (role == WARPGROUPS) {
         // The producer: K(j) then V(j), each into its stage once the
         // consumers freed it (block j - 2's), then signalled.
+        WG_REGS_PRODUCER();
         const int pid = lid - WG_SIZE;
         for (int j = 0; j < blocks; ++j) {
             mbar_wait(EMPTY_K(j), ROUND_PARITY(j) ^ 1u);
@@ -456,6 +483,7 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
         COPY_WAIT_ALL();
         return;
     }
+    WG_REGS_CONSUMER();
 #if WG_PIPELINE
     // The consumers, block j's S beside block j - 1's O += P V (as below).
     uint p_prev[BLOCK_N / 16][4];

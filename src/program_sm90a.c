@@ -9,6 +9,7 @@
 
 #include "disk_cache.h"
 #include "program_cache.h"
+#include "ptx_entry.h"
 #include "ptx_rewrite.h"
 
 const char *flashcl_sm90a_device_refusal(const flashcl_device_caps *caps) {
@@ -76,6 +77,32 @@ static flashcl_status rewritten_ptx(flashcl_context *ctx, cl_program sm90, const
     return FLASHCL_SUCCESS;
 }
 
+/* Where the options ask for it (-DFLASHCL_ENTRY_MAXNREG=N: kernels that use setmaxnreg), the rewritten PTX with a
+ * .maxnreg N line in every entry header (ptx_entry.h), replacing rewrite's text. */
+static flashcl_status capped_ptx(flashcl_context *ctx, const char *full_options, const char *label,
+                                 flashcl_ptx_rewrite *rewrite) {
+    const int maxnreg = flashcl_ptx_options_maxnreg(full_options);
+    if (maxnreg == 0) return FLASHCL_SUCCESS;
+    if (maxnreg < 0)
+        return unavailable(ctx, label, "-DFLASHCL_ENTRY_MAXNREG= wants a register count from 24 to 255", NULL);
+    flashcl_ptx_rewrite capped;
+    const flashcl_ptx_result result = flashcl_ptx_cap_registers(rewrite->text, rewrite->length, maxnreg, &capped);
+    if (result == FLASHCL_PTX_OUT_OF_MEMORY) {
+        flashcl_ptx_rewrite_free(&capped);
+        return flashcl_fail(ctx, FLASHCL_ERROR_OUT_OF_HOST_MEMORY, "out of host memory (capping PTX registers)");
+    }
+    if (result != FLASHCL_PTX_OK) {
+        char reason[sizeof capped.reason + 96];
+        snprintf(reason, sizeof reason, "the register cap could not be added to the PTX (%s: %s)",
+                 flashcl_ptx_result_name(result), capped.reason);
+        flashcl_ptx_rewrite_free(&capped);
+        return unavailable(ctx, label, reason, NULL);
+    }
+    flashcl_ptx_rewrite_free(rewrite);
+    *rewrite = capped;
+    return FLASHCL_SUCCESS;
+}
+
 /* The program built from the rewritten PTX (with its NUL, as the driver's own binaries are passed back). */
 static flashcl_status build_sm90a(flashcl_context *ctx, const flashcl_ptx_rewrite *rewrite, const char *label,
                                   const char *full_options, cl_program *program) {
@@ -129,6 +156,7 @@ flashcl_status flashcl_sm90a_program(flashcl_context *ctx, const char *source, c
     memset(&rewrite, 0, sizeof rewrite);
     flashcl_status status = build_sm90(ctx, source, label, full_options, &sm90);
     if (status == FLASHCL_SUCCESS) status = rewritten_ptx(ctx, sm90, label, &rewrite);
+    if (status == FLASHCL_SUCCESS) status = capped_ptx(ctx, full_options, label, &rewrite);
     if (sm90) clReleaseProgram(sm90);
     if (status == FLASHCL_SUCCESS) status = build_sm90a(ctx, &rewrite, label, full_options, program);
     if (status == FLASHCL_SUCCESS && disk_key) flashcl_disk_cache_store(ctx, disk_key, *program);

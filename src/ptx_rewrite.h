@@ -39,6 +39,9 @@ typedef enum flashcl_ptx_result {
     FLASHCL_PTX_MARKERS_LEFT,       /* already sm_90a, yet markers are left: a half-rewritten text */
     FLASHCL_PTX_NO_MARKERS,         /* REQUIRED, sm_90, and not one marker */
     FLASHCL_PTX_UNEXPECTED_MARKERS, /* NONE, and a marker */
+    FLASHCL_PTX_BAD_REGISTER_CAP,   /* ptx_entry.c: a register cap outside 24..255 */
+    FLASHCL_PTX_NO_ENTRY_BOUNDS,    /* ptx_entry.c: no entry, or an entry without .reqntid / .maxntid */
+    FLASHCL_PTX_CAPPED_ALREADY,     /* ptx_entry.c: an entry with .maxnreg or .minnctapersm already */
     FLASHCL_PTX_OUT_OF_MEMORY
 } flashcl_ptx_result;
 

@@ -130,6 +130,18 @@ void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_fea
              tiles_for(desc, features).pipelined ? " -DWG_PIPELINE=1" : "",
              /* Only the experiment adds a producer warpgroup beyond the consumers' warps. */
              tiles->work_group_size > (size_t)tiles->threads_q * 32 ? " -DWG_WS=1" : "");
+#ifdef FLASHCL_MMA_EXPERIMENT
+    /* The warp-specialized kernel's register split (WG_WS_REGS: setmaxnreg, which needs the entry's register count
+     * in the PTX: -DFLASHCL_ENTRY_MAXNREG, src/ptx_entry.h): the per-thread share of the register file at this
+     * work-group size, in steps of 8. */
+    const char *regs = getenv("FLASHCL_WGMMA_WS_REGS");
+    if (tiles->work_group_size > (size_t)tiles->threads_q * 32 && regs && strcmp(regs, "1") == 0) {
+        size_t maxnreg = 65536 / tiles->work_group_size / 8 * 8;
+        if (maxnreg > 248) maxnreg = 248;
+        const size_t used = strlen(options);
+        snprintf(options + used, size - used, " -DWG_WS_REGS=1 -DFLASHCL_ENTRY_MAXNREG=%zu", maxnreg);
+    }
+#endif
     /* Dense calls add nothing: their options, and so their programs, stay as they were. */
     flashcl_features_tensor_core_options(features, options, size);
 }
