@@ -137,6 +137,19 @@ inline uint warp_uniform(uint x) {
 #define WG_REGS_PRODUCER()
 #define WG_REGS_CONSUMER()
 #endif
+// WG_WS_PINGPONG: FlashAttention-3's schedule of two consumer warpgroups
+// (one block at a time each): a warpgroup issues O += P V(j) and S(j + 1)
+// while it holds a token, then hands it over and does its softmax while the
+// other issues its products. Named barriers 1 and 2 (0 is the work-group's)
+// are the tokens, 256 work-items each (128 waiting, 128 arriving).
+#ifndef WG_WS_PINGPONG
+#define WG_WS_PINGPONG 0
+#endif
+#if WG_WS_PINGPONG && (WARPGROUPS != 2 || WG_PIPELINE)
+#error "WG_WS_PINGPONG takes two consumer warpgroups, one block at a time"
+#endif
+#define NAMED_SYNC(id) asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory")
+#define NAMED_ARRIVE(id) asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory")
 #else
 #define WG_ITEMS WG_SIZE
 #endif
@@ -527,6 +540,33 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
         WGMMA_WAIT(HEAD_DIM, acc);
         MBAR_ARRIVE(EMPTY_V(blocks - 1));
     }
+#elif WG_WS_PINGPONG
+    // The consumers, one block at a time, taking turns at the matrix units:
+    // warpgroup 0 first (warpgroup 1 primes its token), then each issues
+    // S(j) holding its token and hands it over, does its softmax, and takes
+    // its token back for O += P V(j) and, at the loop's top, S(j + 1).
+    const uint own = 1u + role, other = 2u - role;
+    if (role == 1u) NAMED_ARRIVE(1u);
+    NAMED_SYNC(own);
+    for (int j = 0; j < blocks; ++j) {
+        const int k0 = j * BLOCK_N;
+        WAIT_FULL(FULL_K(j), j);
+        WGMMA_FENCE();
+        ISSUE_S(K_DESC(j));
+        NAMED_ARRIVE(other);
+        WGMMA_WAIT(BLOCK_N, s);
+        MBAR_ARRIVE(EMPTY_K(j));
+        SOFTMAX(k0, pa);
+        RESCALE_O();
+        WAIT_FULL(FULL_V(j), j);
+        NAMED_SYNC(own);
+        WGMMA_FENCE();
+        ISSUE_PV(pa, V_DESC(j));
+        WGMMA_WAIT(HEAD_DIM, acc);
+        MBAR_ARRIVE(EMPTY_V(j));
+    }
+    // The other warpgroup's last wait for its token.
+    NAMED_ARRIVE(other);
 #else
     // The consumers, one block at a time.
     for (int j = 0; j < blocks; ++j) {

@@ -141,6 +141,13 @@ void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_fea
         const size_t used = strlen(options);
         snprintf(options + used, size - used, " -DWG_WS_REGS=1 -DFLASHCL_ENTRY_MAXNREG=%zu", maxnreg);
     }
+    /* FlashAttention-3's pingpong of two consumer warpgroups (WG_WS_PINGPONG), one block at a time each. */
+    const char *pingpong = getenv("FLASHCL_WGMMA_WS_PINGPONG");
+    if (tiles->work_group_size > (size_t)tiles->threads_q * 32 && tiles->threads_q == 8 &&
+        !tiles_for(desc, features).pipelined && pingpong && strcmp(pingpong, "1") == 0) {
+        const size_t used = strlen(options);
+        snprintf(options + used, size - used, " -DWG_WS_PINGPONG=1");
+    }
 #endif
     /* Dense calls add nothing: their options, and so their programs, stay as they were. */
     flashcl_features_tensor_core_options(features, options, size);
