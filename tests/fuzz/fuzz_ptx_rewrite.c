@@ -5,11 +5,14 @@
  *   - success: a NUL-terminated text of the stated length, at most one byte longer than the input without its
  *     trailing NULs, no marker left, no reason; and rewriting that text again gives it back unchanged (markers 0,
  *     retargeted 0): the rewrite is idempotent.
- * A broken promise aborts, which libFuzzer reports as a crash with the input. */
+ * And the register cap of src/ptx_entry.c on the same input: a refusal leaves no text and a reason; a success is
+ * the input plus exactly one ".maxnreg 168" line per entry capped, and capping it again is refused as capped
+ * already. A broken promise aborts, which libFuzzer reports as a crash with the input. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptx_entry.h"
 #include "ptx_rewrite.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -40,7 +43,27 @@ static void one_mode(const char *text, size_t size, flashcl_ptx_markers markers)
     flashcl_ptx_rewrite_free(&out);
 }
 
+static void register_cap(const char *text, size_t size) {
+    size_t trimmed = size;
+    while (trimmed > 0 && text[trimmed - 1] == '\0') --trimmed;
+    flashcl_ptx_rewrite out;
+    const flashcl_ptx_result result = flashcl_ptx_cap_registers(text, size, 168, &out);
+    check(memchr(out.reason, '\0', sizeof out.reason) != NULL);
+    if (result != FLASHCL_PTX_OK) {
+        check(out.text == NULL && out.reason[0] != '\0');
+        flashcl_ptx_rewrite_free(&out);
+        return;
+    }
+    check(out.text != NULL && out.reason[0] == '\0' && out.markers > 0);
+    check(strlen(out.text) == out.length && out.length == trimmed + (size_t)out.markers * strlen(".maxnreg 168\n"));
+    flashcl_ptx_rewrite again;
+    check(flashcl_ptx_cap_registers(out.text, out.length, 168, &again) == FLASHCL_PTX_CAPPED_ALREADY);
+    flashcl_ptx_rewrite_free(&again);
+    flashcl_ptx_rewrite_free(&out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    register_cap((const char *)data, size);
     one_mode((const char *)data, size, FLASHCL_PTX_MARKERS_REQUIRED);
     one_mode((const char *)data, size, FLASHCL_PTX_MARKERS_NONE);
     return 0;
