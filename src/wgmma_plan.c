@@ -125,30 +125,32 @@ int flashcl_wgmma_applies(const flashcl_device_caps *caps, int mode, flashcl_pas
 
 void flashcl_wgmma_options(const flashcl_attention_desc *desc, const flashcl_features *features,
                            const flashcl_plan *tiles, char *options, size_t size) {
-    snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s%s",
-             (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
-             tiles_for(desc, features).pipelined ? " -DWG_PIPELINE=1" : "",
-             /* Only the experiment adds a producer warpgroup beyond the consumers' warps. */
-             tiles->work_group_size > (size_t)tiles->threads_q * 32 ? " -DWG_WS=1" : "");
+    /* Only the experiment adds a producer warpgroup beyond the consumers' warps (WG_WS). */
+    const int ws = tiles->work_group_size > (size_t)tiles->threads_q * 32;
+    int pipelined = tiles_for(desc, features).pipelined, pingpong = 0;
+    size_t maxnreg = 0;
 #ifdef FLASHCL_MMA_EXPERIMENT
     /* The warp-specialized kernel's register split (WG_WS_REGS: setmaxnreg, which needs the entry's register count
      * in the PTX: -DFLASHCL_ENTRY_MAXNREG, src/ptx_entry.h): the per-thread share of the register file at this
-     * work-group size, in steps of 8. */
-    const char *regs = getenv("FLASHCL_WGMMA_WS_REGS");
-    if (tiles->work_group_size > (size_t)tiles->threads_q * 32 && regs && strcmp(regs, "1") == 0) {
-        size_t maxnreg = 65536 / tiles->work_group_size / 8 * 8;
+     * work-group size, in steps of 8. FlashAttention-3's pingpong of two consumer warpgroups (WG_WS_PINGPONG) runs
+     * them one block at a time each, so it drops the pipelined variant. */
+    const char *regs = getenv("FLASHCL_WGMMA_WS_REGS"), *turns = getenv("FLASHCL_WGMMA_WS_PINGPONG");
+    if (ws && regs && strcmp(regs, "1") == 0) {
+        maxnreg = 65536 / tiles->work_group_size / 8 * 8;
         if (maxnreg > 248) maxnreg = 248;
+    }
+    if (ws && tiles->threads_q == 8 && turns && strcmp(turns, "1") == 0) {
+        pingpong = 1;
+        pipelined = 0;
+    }
+#endif
+    snprintf(options, size, "-DFLASHCL_DTYPE=%d -DHEAD_DIM=%d -DBLOCK_N=%d -DWARPGROUPS=%d -DFLASHCL_MMA_PTX=1%s%s%s",
+             (int)desc->dtype, desc->head_dim, tiles->block_k, tiles->threads_q / 4,
+             pipelined ? " -DWG_PIPELINE=1" : "", ws ? " -DWG_WS=1" : "", pingpong ? " -DWG_WS_PINGPONG=1" : "");
+    if (maxnreg) {
         const size_t used = strlen(options);
         snprintf(options + used, size - used, " -DWG_WS_REGS=1 -DFLASHCL_ENTRY_MAXNREG=%zu", maxnreg);
     }
-    /* FlashAttention-3's pingpong of two consumer warpgroups (WG_WS_PINGPONG), one block at a time each. */
-    const char *pingpong = getenv("FLASHCL_WGMMA_WS_PINGPONG");
-    if (tiles->work_group_size > (size_t)tiles->threads_q * 32 && tiles->threads_q == 8 &&
-        !tiles_for(desc, features).pipelined && pingpong && strcmp(pingpong, "1") == 0) {
-        const size_t used = strlen(options);
-        snprintf(options + used, size - used, " -DWG_WS_PINGPONG=1");
-    }
-#endif
     /* Dense calls add nothing: their options, and so their programs, stay as they were. */
     flashcl_features_tensor_core_options(features, options, size);
 }
