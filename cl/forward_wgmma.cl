@@ -76,17 +76,6 @@
 #endif
 // The consumers and the producer warpgroup.
 #define WG_ITEMS (WG_SIZE + 128)
-// WG_FETCH_TILE over `count` work-items numbered `id`.
-#define WG_FETCH_TILE_BY(tile, src, base, stride_s, row0, rows, ROWS, COLS, id, count)                         \
-    for (int e_ = (id); e_ < (ROWS) * ((COLS) / 8); e_ += (count)) {                                          \
-        const int low_ = e_ & 7, rest_ = e_ >> 3;                                                             \
-        const int group_ = rest_ / ((COLS) / 8), c_ = rest_ - group_ * ((COLS) / 8);                          \
-        const int r_ = group_ * 8 + low_;                                                                     \
-        const bool valid_ = (row0) + r_ < (rows);                                                             \
-        __global const uint4 *from_ = (__global const uint4 *)((src) + (base) +                               \
-                                                               (valid_ ? (ulong)((row0) + r_) * (stride_s) + c_ * 8 : 0)); \
-        COPY16_ASYNC((__local uchar *)(tile) + 16 * e_, from_, valid_);                                       \
-    }
 // mbarriers (sm_90 PTX; 8-byte objects in local memory, addressed as SHARED_ADDRESS gives them).
 #define MBAR_INIT(a, n) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory")
 #define MBAR_INIT_FENCE() asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory")

@@ -52,9 +52,10 @@ inline ulong wg_descriptor(uint address, uint leading, uint stride) {
 // Copies rows [row0, row0 + ROWS) x COLS values of a row-major tensor
 // (row stride stride_s elements from base) into a tile laid out as above,
 // with cp.async (wait with COPY_WAIT, then fence.proxy.async and a
-// barrier); rows at or past `rows` are zeros. Needs lid and WG_SIZE.
-#define WG_FETCH_TILE(tile, src, base, stride_s, row0, rows, ROWS, COLS)                                      \
-    for (int e_ = lid; e_ < (ROWS) * ((COLS) / 8); e_ += WG_SIZE) {                                           \
+// barrier); rows at or past `rows` are zeros. Shared by `count` work-items
+// numbered `id`; WG_FETCH_TILE by the work-group (lid, WG_SIZE).
+#define WG_FETCH_TILE_BY(tile, src, base, stride_s, row0, rows, ROWS, COLS, id, count)                         \
+    for (int e_ = (id); e_ < (ROWS) * ((COLS) / 8); e_ += (count)) {                                          \
         const int low_ = e_ & 7, rest_ = e_ >> 3;                                                             \
         const int group_ = rest_ / ((COLS) / 8), c_ = rest_ - group_ * ((COLS) / 8);                          \
         const int r_ = group_ * 8 + low_;                                                                     \
@@ -63,6 +64,8 @@ inline ulong wg_descriptor(uint address, uint leading, uint stride) {
                                                                (valid_ ? (ulong)((row0) + r_) * (stride_s) + c_ * 8 : 0)); \
         COPY16_ASYNC((__local uchar *)(tile) + 16 * e_, from_, valid_);                                       \
     }
+#define WG_FETCH_TILE(tile, src, base, stride_s, row0, rows, ROWS, COLS)                                      \
+    WG_FETCH_TILE_BY(tile, src, base, stride_s, row0, rows, ROWS, COLS, lid, WG_SIZE)
 
 // Local-memory stores (cp.async's included) become visible to wgmma, which
 // reads through the async proxy, only after this fence by the storing
