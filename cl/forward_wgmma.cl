@@ -393,6 +393,16 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
             acc[i + 3] *= alpha_bottom;                                                                          \
         }                                                                                                        \
     } while (0)
+    // P of a block kept for its O += P V, issued beside the next block's S
+    // (the pipelined variants).
+#define KEEP_P(dst_, src_)                                                                                       \
+    do {                                                                                                         \
+        UNROLL_ALWAYS                                                                                            \
+        for (int i = 0; i < BLOCK_N / 16; ++i) {                                                                 \
+            UNROLL_ALWAYS                                                                                        \
+            for (int w = 0; w < 4; ++w) (dst_)[i][w] = (src_)[i][w];                                             \
+        }                                                                                                        \
+    } while (0)
     // S = Q K^T of the K block at descriptor k_desc_ over HEAD_DIM / 16
     // k-steps of 16 dims (two 128-byte core matrices along k: 256 bytes,
     // 16 units); the first overwrites S. Then O += P V over BLOCK_N / 16
@@ -497,11 +507,7 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
         MBAR_ARRIVE(EMPTY_K(0));
         SOFTMAX(0, pa);
         RESCALE_O();
-        UNROLL_ALWAYS
-        for (int i = 0; i < BLOCK_N / 16; ++i) {
-            UNROLL_ALWAYS
-            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
-        }
+        KEEP_P(p_prev, pa);
     }
     for (int j = 1; j < blocks; ++j) {
         const int k0 = j * BLOCK_N;
@@ -516,11 +522,7 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
         WGMMA_WAIT_PV(HEAD_DIM, acc, BLOCK_N, p_prev);
         MBAR_ARRIVE(EMPTY_V(j - 1));
         RESCALE_O();
-        UNROLL_ALWAYS
-        for (int i = 0; i < BLOCK_N / 16; ++i) {
-            UNROLL_ALWAYS
-            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
-        }
+        KEEP_P(p_prev, pa);
     }
     if (blocks > 0) {
         WAIT_FULL(FULL_V(blocks - 1), blocks - 1);
@@ -613,11 +615,7 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
         WGMMA_WAIT(BLOCK_N, s);
         SOFTMAX(0, pa);
         RESCALE_O();
-        UNROLL_ALWAYS
-        for (int i = 0; i < BLOCK_N / 16; ++i) {
-            UNROLL_ALWAYS
-            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
-        }
+        KEEP_P(p_prev, pa);
     }
     for (int j = 1; j < blocks; ++j) {
         const int k0 = j * BLOCK_N;
@@ -638,11 +636,7 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
         SOFTMAX(k0, pa);
         WGMMA_WAIT_PV(HEAD_DIM, acc, BLOCK_N, p_prev);
         RESCALE_O();
-        UNROLL_ALWAYS
-        for (int i = 0; i < BLOCK_N / 16; ++i) {
-            UNROLL_ALWAYS
-            for (int w = 0; w < 4; ++w) p_prev[i][w] = pa[i][w];
-        }
+        KEEP_P(p_prev, pa);
     }
     if (blocks > 0) {
         // The last block's O += P V, once its V has landed.
@@ -693,6 +687,7 @@ __kernel __attribute__((reqd_work_group_size(WG_ITEMS, 1, 1))) void flashcl_forw
 #endif
 #undef SOFTMAX
 #undef RESCALE_O
+#undef KEEP_P
 #undef ISSUE_S
 #undef ISSUE_PV
 #undef K_DESC
